@@ -1,0 +1,363 @@
+/*
+ * SpecLA: speculative decoding runtime for linear-attention language models.
+ *
+ * The public C API. Valid C99 and C++. Everything the library exports is declared here and
+ * carries the `specla_` prefix; nothing else leaves the shared object.
+ *
+ * Conventions (read once, they hold for every function below):
+ *  - Every fallible call returns a `specla_status`. SPECLA_OK is 0. On failure a message that
+ *    says what went wrong is available from `specla_last_error()` on the same thread.
+ *  - Constructors hand the new handle back through an out-parameter (`*out` is set to NULL on
+ *    failure); every handle has exactly one matching `*_free`, and `*_free(NULL)` is a no-op.
+ *  - Parameter structs are passed by value; obtain them from `*_default_params()` and change only
+ *    the fields you need, so new fields added in later versions keep their defaults.
+ *  - Buffers passed in are borrowed for the duration of the call only, unless a comment says
+ *    otherwise. Strings are UTF-8 and NUL-terminated unless a length is given.
+ *  - Threads: a model is immutable after loading and may be shared by any number of threads.
+ *    Sessions of one model may run on different threads at once; one session (and one drafter)
+ *    is used by one thread at a time.
+ */
+#ifndef SPECLA_SPECLA_H
+#define SPECLA_SPECLA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32) && !defined(SPECLA_STATIC)
+#  if defined(SPECLA_BUILDING_LIBRARY)
+#    define SPECLA_API __declspec(dllexport)
+#  else
+#    define SPECLA_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) || defined(__clang__)
+#  define SPECLA_API __attribute__((visibility("default")))
+#else
+#  define SPECLA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Version                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+#define SPECLA_VERSION_MAJOR 0
+#define SPECLA_VERSION_MINOR 1
+#define SPECLA_VERSION_PATCH 0
+/* Bumped whenever a struct layout or a signature in this header changes incompatibly; it is the
+ * SONAME suffix of the shared library (libspecla.so.<SPECLA_ABI_VERSION>). */
+#define SPECLA_ABI_VERSION 0
+
+/* "major.minor.patch" of the library actually loaded (may differ from the header's macros). */
+SPECLA_API const char *specla_version(void);
+/* The same as numbers; any pointer may be NULL. */
+SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch);
+/* Whether this build of the library contains the CUDA backend (it may still find no GPU). */
+SPECLA_API bool specla_has_cuda(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Status codes and errors                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum specla_status {
+    SPECLA_OK = 0,
+    SPECLA_ERR_INVALID_ARGUMENT = 1,   /* a NULL handle/pointer, a zero length, a bad parameter */
+    SPECLA_ERR_IO = 2,                 /* a file or folder is missing or cannot be read */
+    SPECLA_ERR_FORMAT = 3,             /* a file is malformed: JSON, safetensors header, tensor data */
+    SPECLA_ERR_UNSUPPORTED = 4,        /* well-formed but not something this engine runs */
+    SPECLA_ERR_SHAPE = 5,              /* a tensor is missing or has the wrong shape or dtype */
+    SPECLA_ERR_TOKEN_OUT_OF_RANGE = 6, /* a token id outside [0, vocab_size) */
+    SPECLA_ERR_OUT_OF_MEMORY = 7,      /* host or device memory exhausted; nothing was changed */
+    SPECLA_ERR_BACKEND_UNAVAILABLE = 8,/* the requested backend is not built in or no device found */
+    SPECLA_ERR_DEVICE = 9,             /* the GPU runtime reported an error */
+    SPECLA_ERR_ABORTED = 10,           /* a callback asked to stop */
+    SPECLA_ERR_CAPACITY = 11,          /* an output buffer is too small; see the *_needed outputs */
+    SPECLA_ERR_STATE = 12,             /* the call is not valid in the handle's current state */
+    SPECLA_ERR_INTERNAL = 13           /* a bug: please report it with the message */
+} specla_status;
+
+/* A short constant English name for a status ("SPECLA_ERR_IO: input/output error"). */
+SPECLA_API const char *specla_status_string(specla_status status);
+
+/* The message of the last failed call made on this thread (thread-local storage). The pointer is
+ * valid until the next failing call on this thread. Returns "" if no call has failed yet.
+ * Successful calls do not clear it. */
+SPECLA_API const char *specla_last_error(void);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Logging                                                                                     */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef enum specla_log_level {
+    SPECLA_LOG_DEBUG = 0,
+    SPECLA_LOG_INFO = 1,
+    SPECLA_LOG_WARN = 2,
+    SPECLA_LOG_ERROR = 3
+} specla_log_level;
+
+/* Receives one complete message (no trailing newline). May be called from any thread that uses
+ * the library; it must be thread-safe. */
+typedef void (*specla_log_callback)(specla_log_level level, const char *message, void *user_data);
+
+/* Install a process-wide log sink; NULL restores the default (warnings and errors to stderr).
+ * Messages below `min_level` are dropped before formatting. */
+SPECLA_API void specla_set_log_callback(specla_log_callback callback, void *user_data,
+                                        specla_log_level min_level);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Model                                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Opaque handles. */
+typedef struct specla_model specla_model;
+typedef struct specla_session specla_session;
+typedef struct specla_drafter specla_drafter;
+
+typedef enum specla_backend {
+    SPECLA_BACKEND_CPU = 0,
+    SPECLA_BACKEND_CUDA = 1
+} specla_backend;
+
+/* Called during loading with progress in [0, 1]. Return false to abort the load, which then
+ * fails with SPECLA_ERR_ABORTED. */
+typedef bool (*specla_progress_callback)(float progress, void *user_data);
+
+typedef struct specla_model_params {
+    specla_backend backend;            /* default SPECLA_BACKEND_CPU */
+    int32_t device;                    /* CUDA device ordinal (CUDA backend only); default 0 */
+    int32_t n_threads;                 /* CPU worker threads per session call; 0 = all cores */
+    size_t arena_block_bytes;          /* CUDA: device memory taken per arena block; 0 = default
+                                          (256 MiB). States, conv caches, factors and scratch are
+                                          sub-allocated from these blocks. */
+    specla_progress_callback progress_callback; /* may be NULL */
+    void *progress_user_data;
+    bool load_tokenizer;               /* load tokenizer.json if present (default true); a model
+                                          without one still runs on token ids */
+} specla_model_params;
+
+SPECLA_API specla_model_params specla_model_default_params(void);
+
+/* Load a Hugging Face checkpoint folder (config.json + model.safetensors, or shards with
+ * model.safetensors.index.json; F32/BF16/F16 tensors). On success *out owns the model; release it
+ * with specla_model_free() after every session and drafter of it has been freed. */
+SPECLA_API specla_status specla_model_load(const char *folder, specla_model_params params,
+                                           specla_model **out);
+SPECLA_API void specla_model_free(specla_model *model);
+
+/* What the loaded model is. Sizes are element counts. */
+typedef struct specla_model_info {
+    int32_t vocab_size;
+    int32_t hidden_size;
+    int32_t num_layers;
+    int32_t num_heads;        /* query/key heads */
+    int32_t num_v_heads;      /* value heads (>= num_heads, a multiple of it) */
+    int32_t head_k_dim;       /* key/query head size K */
+    int32_t head_v_dim;       /* value head size V */
+    int32_t conv_size;        /* short-conv window W (0 when use_short_conv is false) */
+    int32_t intermediate_size;
+    int32_t bos_token_id;     /* -1 when the model has none */
+    int32_t eos_token_id;     /* -1 when the model has none */
+    int64_t num_parameters;
+    size_t state_bytes;       /* recurrent state + conv cache of one session */
+    specla_backend backend;
+    bool has_tokenizer;
+} specla_model_info;
+
+SPECLA_API specla_status specla_model_get_info(const specla_model *model, specla_model_info *out);
+
+/* Memory the model's backend holds. On CUDA, session states, conv caches, factor buffers and
+ * scratch are sub-allocated from arena blocks of device memory; on the CPU the arena fields are 0. */
+typedef struct specla_memory_stats {
+    size_t weight_bytes;          /* weights resident on the backend */
+    size_t arena_reserved_bytes;  /* device memory taken from the driver in blocks */
+    size_t arena_used_bytes;      /* bytes sub-allocated and live */
+    size_t arena_peak_bytes;      /* high-water mark of arena_used_bytes */
+    int32_t arena_blocks;
+    int32_t live_allocations;
+} specla_memory_stats;
+
+SPECLA_API specla_status specla_model_memory_stats(const specla_model *model,
+                                                   specla_memory_stats *out);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Session: one sequence and its recurrent state                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct specla_session_params {
+    int32_t max_tree_nodes;   /* largest draft tree / chain this session will verify; bounds
+                                 the factor buffers reserved at creation (default 64) */
+    int32_t max_batch_tokens; /* largest block of tokens evaluated in one pass; longer prompts are
+                                 split internally (default 512) */
+    bool deferred_commit;     /* keep accepted factors pending and apply them inside the next
+                                 verification pass (default true) */
+} specla_session_params;
+
+SPECLA_API specla_session_params specla_session_default_params(void);
+
+/* Create a session with an empty context. Fails with SPECLA_ERR_OUT_OF_MEMORY (nothing else
+ * disturbed) when the state cannot be allocated. Free with specla_session_free(). */
+SPECLA_API specla_status specla_session_create(specla_model *model, specla_session_params params,
+                                               specla_session **out);
+SPECLA_API void specla_session_free(specla_session *session);
+
+/* Forget the context: zero state and conv cache. */
+SPECLA_API specla_status specla_session_reset(specla_session *session);
+
+/* Number of tokens the session's state has consumed. */
+SPECLA_API specla_status specla_session_n_past(const specla_session *session, int64_t *out);
+
+typedef enum specla_logits_mode {
+    SPECLA_LOGITS_NONE = 0,   /* compute no logits (pure prefill) */
+    SPECLA_LOGITS_LAST = 1,   /* logits of the last position: vocab_size floats */
+    SPECLA_LOGITS_ALL = 2     /* logits of every position: n_tokens * vocab_size floats, row-major */
+} specla_logits_mode;
+
+/* Feed `n_tokens` tokens (n_tokens >= 1) through the model, advancing the session's state.
+ * Logits are written to `logits` (fp32) according to `mode`; `logits_capacity` is its size in
+ * floats and must be large enough (else SPECLA_ERR_CAPACITY, nothing evaluated). `logits` may be
+ * NULL with SPECLA_LOGITS_NONE. On any error the session is left as it was. */
+SPECLA_API specla_status specla_session_eval(specla_session *session, const int32_t *tokens,
+                                             size_t n_tokens, specla_logits_mode mode,
+                                             float *logits, size_t logits_capacity);
+
+/* Copy the recurrent state of one layer into `out`, laid out [num_v_heads, V, K] fp32 (the layout
+ * of flash-linear-attention's state), `capacity` floats. Pending deferred factors are applied
+ * first. */
+SPECLA_API specla_status specla_session_get_state(specla_session *session, int32_t layer,
+                                                  float *out, size_t capacity);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Sampling and plain generation                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+typedef struct specla_sampling_params {
+    float temperature;        /* 0 = greedy (argmax; default) */
+    int32_t top_k;            /* keep the k most likely tokens; 0 = off */
+    float top_p;              /* nucleus mass in (0, 1]; 1 = off */
+    uint64_t seed;            /* RNG seed; the same seed and inputs give the same output */
+} specla_sampling_params;
+
+SPECLA_API specla_sampling_params specla_sampling_default_params(void);
+
+/* Streaming callback: one call per generated token. `piece` is the newly completed UTF-8 text
+ * (possibly "" while a multi-byte character is incomplete, or when the model has no tokenizer).
+ * Return false to stop generation early (not an error). After the last token, one more call with
+ * token -1 delivers text the decoder held back, if any (its return value is ignored). */
+typedef bool (*specla_token_callback)(int32_t token, const char *piece, void *user_data);
+
+typedef struct specla_generate_params {
+    specla_sampling_params sampling;
+    int32_t max_tokens;               /* token budget (default 128) */
+    specla_token_callback on_token;   /* may be NULL */
+    void *user_data;
+    const char *const *stop_strings;  /* generation stops after the token that completes one of
+                                         these in the generated text (needs a tokenizer; the
+                                         text keeps it); may be NULL */
+    size_t n_stop_strings;
+    bool stop_at_eos;                 /* stop after the model's EOS token (default true) */
+} specla_generate_params;
+
+SPECLA_API specla_generate_params specla_generate_default_params(void);
+
+/* Evaluate the prompt (which may be empty if the session already has context) and generate.
+ * Generated token ids are written to `out_tokens` (capacity `out_capacity`, may be NULL when 0);
+ * `*n_out` receives how many were generated. The session's state then holds prompt and output. */
+SPECLA_API specla_status specla_generate(specla_session *session, const int32_t *prompt,
+                                         size_t n_prompt, specla_generate_params params,
+                                         int32_t *out_tokens, size_t out_capacity,
+                                         size_t *n_out);
+
+
+/* ------------------------------------------------------------------------------------------ */
+/* Tokenizer (Hugging Face tokenizer.json: byte-level BPE and SentencePiece-style BPE)         */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A tokenizer comes either with a model (borrowed from it: specla_model_tokenizer) or alone
+ * (specla_tokenizer_load, owned by the caller). Functions that fill a caller buffer take its
+ * `capacity`; when it is too small they return SPECLA_ERR_CAPACITY and still set `*n_needed`, so a
+ * caller can size the buffer and call again. */
+typedef struct specla_tokenizer specla_tokenizer;
+
+/* Load tokenizer.json (plus tokenizer_config.json, special_tokens_map.json and
+ * generation_config.json where present, for BOS/EOS and BOS prepending) from a folder.
+ * Free with specla_tokenizer_free(). */
+SPECLA_API specla_status specla_tokenizer_load(const char *folder, specla_tokenizer **out);
+/* Frees a tokenizer from specla_tokenizer_load(); a model's own tokenizer is freed with the
+ * model, and passing it here is a no-op. */
+SPECLA_API void specla_tokenizer_free(specla_tokenizer *tokenizer);
+
+/* The model's tokenizer, owned by the model (valid until specla_model_free). SPECLA_ERR_STATE when
+ * the model folder had no tokenizer.json or it was not loaded. */
+SPECLA_API specla_status specla_model_tokenizer(const specla_model *model,
+                                                const specla_tokenizer **out);
+
+typedef struct specla_tokenizer_info {
+    int32_t vocab_size;       /* ids are in [0, vocab_size) */
+    int32_t bos_token_id;     /* -1 when none */
+    int32_t eos_token_id;     /* -1 when none */
+    bool add_bos_default;     /* whether the checkpoint's tokenizer prepends BOS by default */
+} specla_tokenizer_info;
+
+SPECLA_API specla_status specla_tokenizer_get_info(const specla_tokenizer *tokenizer,
+                                                   specla_tokenizer_info *out);
+
+/* Text (UTF-8, `text_len` bytes, need not be NUL-terminated) to token ids. `add_bos` prepends
+ * the BOS token; `parse_special` matches special/added tokens written in the text (otherwise
+ * they are tokenized as ordinary text). `*n_needed` receives the number of ids. */
+SPECLA_API specla_status specla_tokenize(const specla_tokenizer *tokenizer, const char *text,
+                                         size_t text_len, bool add_bos, bool parse_special,
+                                         int32_t *out, size_t capacity, size_t *n_needed);
+
+/* Token ids to text. Writes a NUL-terminated string; `*n_needed` receives its length in bytes
+ * without the NUL (so capacity must be at least *n_needed + 1). `skip_special` drops special
+ * tokens from the text. Invalid UTF-8 produced by byte tokens is replaced by U+FFFD, as the
+ * reference tokenizers do. */
+SPECLA_API specla_status specla_detokenize(const specla_tokenizer *tokenizer, const int32_t *tokens,
+                                           size_t n_tokens, bool skip_special, char *out,
+                                           size_t capacity, size_t *n_needed);
+
+/* The vocabulary entry of a token, as stored in tokenizer.json (byte-level BPE entries keep their
+ * byte-to-unicode form, e.g. "\xc4\xa0the"). Same buffer rules as specla_detokenize. */
+SPECLA_API specla_status specla_token_to_string(const specla_tokenizer *tokenizer, int32_t token,
+                                                char *out, size_t capacity, size_t *n_needed);
+
+/* The id of a vocabulary entry or added token written exactly as stored;
+ * SPECLA_ERR_INVALID_ARGUMENT when there is none. */
+SPECLA_API specla_status specla_token_from_string(const specla_tokenizer *tokenizer,
+                                                  const char *piece, int32_t *out);
+
+/* Incremental detokenizer for streaming: each push returns only text that is final, never a
+ * partial UTF-8 sequence, and the concatenation of all pieces plus the final flush equals
+ * specla_detokenize() of all pushed tokens. The tokenizer must outlive the decoder. */
+typedef struct specla_stream_decoder specla_stream_decoder;
+
+SPECLA_API specla_status specla_stream_decoder_create(const specla_tokenizer *tokenizer,
+                                                      bool skip_special,
+                                                      specla_stream_decoder **out);
+/* `*piece` points into the decoder and stays valid until the next call on it. */
+SPECLA_API specla_status specla_stream_decoder_push(specla_stream_decoder *decoder, int32_t token,
+                                                    const char **piece);
+/* Emit whatever is still held back (an incomplete sequence becomes U+FFFD) and start over. */
+SPECLA_API specla_status specla_stream_decoder_flush(specla_stream_decoder *decoder,
+                                                     const char **piece);
+SPECLA_API void specla_stream_decoder_free(specla_stream_decoder *decoder);
+
+/* Tokenize `prompt` (BOS per the tokenizer's default, special tokens parsed), then generate as
+ * specla_generate does, streaming text through params.on_token. When `out_text` is not NULL it
+ * receives the whole generated text, allocated by the library: release it with
+ * specla_string_free(). `n_generated` (may be NULL) receives the number of generated tokens. */
+SPECLA_API specla_status specla_generate_text(specla_session *session, const char *prompt,
+                                              specla_generate_params params, char **out_text,
+                                              size_t *n_generated);
+
+/* Release a string the library allocated. NULL is a no-op. */
+SPECLA_API void specla_string_free(char *text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPECLA_SPECLA_H */

@@ -1,0 +1,123 @@
+// C API: sampling defaults and plain generation (ids and text).
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "api/guard.h"
+#include "api/handles.h"
+#include "generate/generate.h"
+#include "generate/text_stream.h"
+#include "session/session.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace specla;
+
+namespace specla {
+
+// Shared with the speculative entry points: the checks and conversions of generate params.
+SamplingConfig sampling_from_params(const specla_sampling_params &p) {
+    require(p.temperature >= 0.f, SPECLA_ERR_INVALID_ARGUMENT, "temperature must not be negative");
+    require(p.top_k >= 0, SPECLA_ERR_INVALID_ARGUMENT, "top_k must not be negative");
+    require(p.top_p > 0.f && p.top_p <= 1.f, SPECLA_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1], got ", p.top_p);
+    SamplingConfig s;
+    s.temperature = p.temperature;
+    s.top_k = p.top_k;
+    s.top_p = p.top_p;
+    return s;
+}
+
+const Tokenizer *tokenizer_of(const specla_model *model) {
+    return model->tokenizer ? model->tokenizer->impl.get() : nullptr;
+}
+
+}  // namespace specla
+
+namespace {
+
+std::vector<int32_t> run_generate(specla_session *session, const int32_t *prompt, size_t n_prompt,
+                                  const specla_generate_params &params, TextStream &stream) {
+    Session &s = *session->impl;
+    GenerateOptions opts;
+    opts.sampling = sampling_from_params(params.sampling);
+    opts.seed = params.sampling.seed;
+    require(params.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
+    opts.max_tokens = params.max_tokens;
+    opts.eos_token = params.stop_at_eos ? s.config().eos_token_id : -1;
+    opts.on_token = [&](int32_t t) { return stream.on_token(t); };
+    auto out = generate(s, prompt, n_prompt, opts);
+    stream.finish();
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+SPECLA_API specla_sampling_params specla_sampling_default_params(void) {
+    specla_sampling_params p{};
+    p.temperature = 0.f;
+    p.top_k = 0;
+    p.top_p = 1.f;
+    p.seed = 0;
+    return p;
+}
+
+SPECLA_API specla_generate_params specla_generate_default_params(void) {
+    specla_generate_params p{};
+    p.sampling = specla_sampling_default_params();
+    p.max_tokens = 128;
+    p.on_token = nullptr;
+    p.user_data = nullptr;
+    p.stop_strings = nullptr;
+    p.n_stop_strings = 0;
+    p.stop_at_eos = true;
+    return p;
+}
+
+SPECLA_API specla_status specla_generate(specla_session *session, const int32_t *prompt, size_t n_prompt,
+                                         specla_generate_params params, int32_t *out_tokens, size_t out_capacity,
+                                         size_t *n_out) {
+    if (n_out) *n_out = 0;
+    return guarded([&] {
+        require_arg(session, "session");
+        require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
+        require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+                "out_tokens must not be NULL when out_capacity > 0");
+        require(out_capacity >= size_t(std::max(params.max_tokens, 0)), SPECLA_ERR_CAPACITY, "out_tokens holds ",
+                out_capacity, " ids but max_tokens is ", params.max_tokens);
+        TextStream stream(tokenizer_of(session->model), params.on_token, params.user_data, params.stop_strings,
+                          params.n_stop_strings);
+        auto out = run_generate(session, prompt, n_prompt, params, stream);
+        std::copy(out.begin(), out.end(), out_tokens);
+        if (n_out) *n_out = out.size();
+    });
+}
+
+SPECLA_API specla_status specla_generate_text(specla_session *session, const char *prompt,
+                                              specla_generate_params params, char **out_text, size_t *n_generated) {
+    if (out_text) *out_text = nullptr;
+    if (n_generated) *n_generated = 0;
+    return guarded([&] {
+        require_arg(session, "session");
+        require_arg(prompt, "prompt");
+        const Tokenizer *tok = tokenizer_of(session->model);
+        require(tok != nullptr, SPECLA_ERR_STATE, "this model has no tokenizer: generate from token ids instead");
+        const std::vector<int32_t> ids = tok->encode(prompt, tok->add_bos_default(), /*parse_special=*/true);
+        require(!ids.empty() || session->impl->n_past() > 0, SPECLA_ERR_INVALID_ARGUMENT,
+                "the prompt is empty and the session has no context to continue from");
+        TextStream stream(tok, params.on_token, params.user_data, params.stop_strings, params.n_stop_strings);
+        auto out = run_generate(session, ids.data(), ids.size(), params, stream);
+        if (out_text) {
+            const std::string &t = stream.text();
+            char *buf = static_cast<char *>(std::malloc(t.size() + 1));
+            if (!buf) throw std::bad_alloc();
+            std::memcpy(buf, t.c_str(), t.size() + 1);
+            *out_text = buf;
+        }
+        if (n_generated) *n_generated = out.size();
+    });
+}
+
+SPECLA_API void specla_string_free(char *text) { std::free(text); }
+
+}  // extern "C"

@@ -1,0 +1,31 @@
+// Dense primitives of the CPU engine: the fp32 reference arithmetic every other backend is
+// compared with, vectorised (AVX2/FMA when compiled with them) and threaded with OpenMP.
+#pragma once
+
+#include <cstdint>
+
+#include "model/weights.h"
+
+namespace specla {
+namespace cpu {
+
+// Y[r, o] = sum_i W[o, i] * X[r, i] for r < n rows and the output rows [o0, o1) of W.
+// X rows are `ldx` floats apart, Y rows `ldy` floats apart; Y[r, o] is written at Y + r*ldy + (o - o0).
+void linear(const Matrix &W, int64_t o0, int64_t o1, const float *X, int64_t n, int64_t ldx, float *Y,
+            int64_t ldy, int n_threads);
+
+inline void linear(const Matrix &W, const float *X, int64_t n, float *Y, int n_threads) {
+    linear(W, 0, W.rows, X, n, W.cols, Y, W.rows, n_threads);
+}
+
+float dot(const float *a, const float *b, int64_t n);
+
+// out = x / sqrt(mean(x^2) + eps) * w   (out may alias x)
+void rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out);
+
+inline float sigmoid(float x) { return 1.f / (1.f + __builtin_expf(-x)); }
+inline float silu(float x) { return x * sigmoid(x); }
+inline float softplus(float x) { return x > 20.f ? x : __builtin_log1pf(__builtin_expf(x)); }
+
+}  // namespace cpu
+}  // namespace specla

@@ -1,0 +1,84 @@
+// The interface between the model-level code (sessions, generation, speculative decoding) and
+// the hardware. A backend owns the model's weights in its own layout and creates the
+// per-sequence state (recurrent state, conv cache, scratch) that it alone reads and writes.
+// Two implementations: lib/backend/cpu (the reference, and the engine when no GPU is present)
+// and lib/backend/cuda.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "model/config.h"
+#include "model/weights.h"
+#include "specla/specla.h"
+
+namespace specla {
+
+enum class LogitsRows { None, Last, All };
+
+struct SessionLimits {
+    int32_t max_tree_nodes = 64;     // largest draft tree verified at once
+    int32_t max_batch_tokens = 512;  // largest block evaluated in one pass
+};
+
+// What the sampler needs besides the logits; the uniform variate is drawn by the caller so that
+// every backend makes the same decision from the same random stream.
+struct SamplingConfig {
+    float temperature = 0.f;  // <= 0: greedy
+    int32_t top_k = 0;        // 0: off
+    float top_p = 1.f;        // >= 1: off
+    bool greedy() const { return temperature <= 0.f || top_k == 1; }
+};
+
+struct MemoryStats {
+    size_t weight_bytes = 0;           // weights resident on the backend
+    size_t arena_reserved_bytes = 0;   // device memory taken in blocks (CUDA)
+    size_t arena_used_bytes = 0;       // sub-allocated and live
+    size_t arena_peak_bytes = 0;
+    int32_t arena_blocks = 0;
+    int32_t live_allocations = 0;
+};
+
+// Opaque per-sequence state; each backend defines its own subclass.
+class SequenceState {
+public:
+    virtual ~SequenceState() = default;
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+
+    virtual specla_backend kind() const = 0;
+    virtual const ModelConfig &config() const = 0;
+
+    // A zeroed state able to evaluate blocks up to limits.max_batch_tokens tokens.
+    // Throws SPECLA_ERR_OUT_OF_MEMORY without side effects when memory is short.
+    virtual std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) = 0;
+    virtual void reset_state(SequenceState &state) = 0;
+
+    // Advance the state by `n` tokens (1 <= n <= max_batch_tokens; ids already validated) and
+    // write fp32 logits to host memory: none, the last row, or all n rows (row-major, vocab wide).
+    virtual void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
+                            float *logits) = 0;
+
+    // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
+    // uniform variate `u` in [0, 1). Backends that can sample on the device override this so that
+    // only the token id crosses to the host; `logits` (may be null) receives the step's logits.
+    virtual int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling,
+                                      double u, float *logits);
+
+    // Copy one layer's recurrent state to host memory as [HV, V, K] fp32 (fla's layout).
+    virtual void read_recurrent_state(SequenceState &state, int32_t layer, float *out) = 0;
+
+    virtual MemoryStats memory_stats() const = 0;
+};
+
+std::unique_ptr<Backend> create_cpu_backend(const ModelConfig &config, ModelWeights weights, int32_t n_threads);
+
+// Defined in lib/backend/cuda when the library is built with CUDA; otherwise it throws
+// SPECLA_ERR_BACKEND_UNAVAILABLE. Throws the same when no usable device `device` exists.
+std::unique_ptr<Backend> create_cuda_backend(const ModelConfig &config, const ModelWeights &weights,
+                                             int32_t device, size_t arena_block_bytes);
+
+}  // namespace specla

@@ -1,0 +1,37 @@
+// A loaded model: its configuration and the backend that holds its weights. Immutable after
+// loading, shared by all sessions (each session owns its state).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "engine/backend.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace specla {
+
+struct ModelOptions {
+    specla_backend backend = SPECLA_BACKEND_CPU;
+    int32_t device = 0;
+    int32_t n_threads = 0;
+    size_t arena_block_bytes = 0;
+    ProgressFn progress;
+};
+
+class Model {
+public:
+    static std::shared_ptr<Model> load(const std::string &folder, const ModelOptions &options);
+    // A model over weights built in memory (benchmarks, tests).
+    static std::shared_ptr<Model> from_weights(const ModelConfig &config, ModelWeights weights,
+                                               const ModelOptions &options);
+
+    const ModelConfig &config() const { return config_; }
+    Backend &backend() const { return *backend_; }
+
+private:
+    ModelConfig config_;
+    std::unique_ptr<Backend> backend_;
+};
+
+}  // namespace specla

@@ -1,0 +1,101 @@
+#include "session/session.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "generate/sampler.h"
+#include "util/error.h"
+
+namespace specla {
+
+void validate_tokens(const ModelConfig &config, const int32_t *tokens, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+        require(tokens[i] >= 0 && tokens[i] < config.vocab_size, SPECLA_ERR_TOKEN_OUT_OF_RANGE, "token id ",
+                tokens[i], " at position ", i, " is outside the vocabulary [0, ", config.vocab_size, ")");
+}
+
+Session::Session(std::shared_ptr<Model> model, const SessionLimits &limits)
+    : model_(std::move(model)), limits_(limits) {
+    require(limits.max_batch_tokens >= 1 && limits.max_tree_nodes >= 1, SPECLA_ERR_INVALID_ARGUMENT,
+            "session limits must be positive (max_batch_tokens ", limits.max_batch_tokens, ", max_tree_nodes ",
+            limits.max_tree_nodes, ")");
+    state_ = model_->backend().create_state(limits_);
+    last_logits_.resize(size_t(config().vocab_size));
+}
+
+void Session::reset() {
+    model_->backend().reset_state(*state_);
+    context_.clear();
+    pending_.reset();
+    last_logits_valid_ = false;
+}
+
+void Session::flush_pending() {
+    if (!pending_) return;
+    const int32_t t = *pending_;
+    pending_.reset();
+    model_->backend().eval_chain(*state_, &t, 1, LogitsRows::Last, last_logits_.data());
+    last_logits_valid_ = true;
+}
+
+void Session::set_pending(int32_t token) {
+    flush_pending();
+    pending_ = token;
+    context_.push_back(token);
+    last_logits_valid_ = false;
+}
+
+void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits) {
+    require(n > 0, SPECLA_ERR_INVALID_ARGUMENT, "no tokens to evaluate (n_tokens is 0)");
+    validate_tokens(config(), tokens, n);
+    flush_pending();
+    const size_t vocab = size_t(config().vocab_size);
+    const size_t block = size_t(limits_.max_batch_tokens);
+    for (size_t off = 0; off < n; off += block) {
+        const int32_t m = int32_t(std::min(block, n - off));
+        const bool last_block = off + size_t(m) == n;
+        LogitsRows r = LogitsRows::None;
+        float *dst = nullptr;
+        if (rows == LogitsRows::All) {
+            r = LogitsRows::All, dst = logits + off * vocab;
+        } else if (last_block) {
+            // The last row is always kept so that generation can continue from this context.
+            r = LogitsRows::Last, dst = last_logits_.data();
+        }
+        model_->backend().eval_chain(*state_, tokens + off, m, r, dst);
+    }
+    context_.insert(context_.end(), tokens, tokens + n);
+    if (rows == LogitsRows::All) std::memcpy(last_logits_.data(), logits + (n - 1) * vocab, vocab * 4);
+    else if (rows == LogitsRows::Last) std::memcpy(logits, last_logits_.data(), vocab * 4);
+    last_logits_valid_ = true;
+}
+
+int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u) {
+    validate_tokens(config(), &token, 1);
+    flush_pending();
+    const int32_t next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
+    context_.push_back(token);
+    last_logits_valid_ = false;
+    return next;
+}
+
+int32_t Session::sample_next(const SamplingConfig &sampling, double u) {
+    if (pending_) {
+        const int32_t t = *pending_;
+        pending_.reset();
+        context_.pop_back();  // decode_and_sample records it again
+        return decode_and_sample(t, sampling, u);
+    }
+    require(last_logits_valid_, SPECLA_ERR_STATE,
+            "the session has no logits for its last token: pass a non-empty prompt");
+    return sample_token(last_logits_.data(), config().vocab_size, sampling, u);
+}
+
+void Session::read_state(int32_t layer, float *out) {
+    require(layer >= 0 && layer < config().num_layers, SPECLA_ERR_INVALID_ARGUMENT, "layer ", layer,
+            " is outside [0, ", config().num_layers, ")");
+    flush_pending();
+    model_->backend().read_recurrent_state(*state_, layer, out);
+}
+
+}  // namespace specla

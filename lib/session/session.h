@@ -1,0 +1,64 @@
+// One sequence over a model: its backend state, the tokens it has consumed, and the token that
+// generation picked last but has not fed yet (fed lazily, so a generation ends without an extra
+// forward pass and the next one starts from it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/backend.h"
+#include "memory/host_alloc.h"
+#include "model/model.h"
+
+namespace specla {
+
+// Throws SPECLA_ERR_TOKEN_OUT_OF_RANGE naming the first bad position.
+void validate_tokens(const ModelConfig &config, const int32_t *tokens, size_t n);
+
+class Session {
+public:
+    Session(std::shared_ptr<Model> model, const SessionLimits &limits);
+
+    Model &model() const { return *model_; }
+    const ModelConfig &config() const { return model_->config(); }
+    const SessionLimits &limits() const { return limits_; }
+
+    void reset();
+    // Feed tokens (validated, split into blocks of max_batch_tokens). logits: n rows for All,
+    // one for Last. The state is unchanged when validation fails.
+    void eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits);
+
+    // Feed one token and choose the next (device-side sampling where the backend has it).
+    int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u);
+
+    // Next token after the current context with the given sampler: from the pending token if
+    // there is one, else from the logits kept by the last eval. SPECLA_ERR_STATE when neither.
+    int32_t sample_next(const SamplingConfig &sampling, double u);
+
+    // Remember a chosen token without feeding it yet.
+    void set_pending(int32_t token);
+    // Feed the pending token, if any (before reading the state, or before a block that must
+    // start from a complete context).
+    void flush_pending();
+
+    void read_state(int32_t layer, float *out);
+
+    int64_t n_past() const { return int64_t(context_.size()); }  // includes a pending token
+    const std::vector<int32_t> &context() const { return context_; }
+    SequenceState &state() { return *state_; }
+    // Record tokens fed through the backend directly (speculative commit).
+    void append_context(const int32_t *tokens, size_t n) { context_.insert(context_.end(), tokens, tokens + n); }
+
+private:
+    std::shared_ptr<Model> model_;
+    SessionLimits limits_;
+    std::unique_ptr<SequenceState> state_;
+    std::vector<int32_t> context_;
+    std::optional<int32_t> pending_;
+    HostVec<float> last_logits_;
+    bool last_logits_valid_ = false;
+};
+
+}  // namespace specla

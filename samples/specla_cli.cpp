@@ -1,0 +1,202 @@
+// specla: command-line front end of the library, written against the public C API only.
+//
+//   specla generate --model DIR (--tokens 1,2,3 | --prompt TEXT | --prompt-file F) [--max-tokens N]
+//                   [--temperature T --top-k K --top-p P --seed S] [--stop STR ...] [--backend cpu|cuda]
+//   specla logits   --model DIR --tokens 1,2,3 --out FILE.safetensors
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "specla/specla.h"
+
+namespace {
+
+struct Common {
+    std::string model;
+    std::string backend = "cpu";
+    int device = 0;
+    int threads = 0;
+};
+
+[[noreturn]] void die(const std::string &what, specla_status st) {
+    std::fprintf(stderr, "specla: %s: %s\n  %s\n", what.c_str(), specla_status_string(st), specla_last_error());
+    std::exit(1);
+}
+
+std::vector<int32_t> parse_ids(const std::string &csv) {
+    std::vector<int32_t> ids;
+    std::stringstream ss(csv);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        if (item.empty()) continue;
+        try {
+            size_t used = 0;
+            const long v = std::stol(item, &used);
+            if (used != item.size() || v < INT32_MIN || v > INT32_MAX) throw std::invalid_argument(item);
+            ids.push_back(int32_t(v));
+        } catch (const std::exception &) {
+            std::fprintf(stderr, "specla: --tokens: '%s' is not a token id\n", item.c_str());
+            std::exit(2);
+        }
+    }
+    return ids;
+}
+
+struct Loaded {
+    specla_model *model = nullptr;
+    specla_session *session = nullptr;
+    specla_model_info info{};
+    ~Loaded() {
+        specla_session_free(session);
+        specla_model_free(model);
+    }
+};
+
+void load(const Common &c, Loaded &l) {
+    specla_model_params mp = specla_model_default_params();
+    if (c.backend == "cuda") mp.backend = SPECLA_BACKEND_CUDA;
+    else if (c.backend != "cpu") {
+        std::fprintf(stderr, "specla: --backend must be cpu or cuda\n");
+        std::exit(2);
+    }
+    mp.device = c.device;
+    mp.n_threads = c.threads;
+    specla_status st = specla_model_load(c.model.c_str(), mp, &l.model);
+    if (st != SPECLA_OK) die("cannot load model '" + c.model + "'", st);
+    specla_model_get_info(l.model, &l.info);
+    st = specla_session_create(l.model, specla_session_default_params(), &l.session);
+    if (st != SPECLA_OK) die("cannot create a session", st);
+}
+
+bool print_piece(int32_t, const char *piece, void *) {
+    std::fputs(piece, stdout);
+    std::fflush(stdout);
+    return true;
+}
+
+int run_generate(const Common &c, const std::string &tokens, const std::string &prompt, const std::string &prompt_file,
+                 specla_generate_params gp, const std::vector<std::string> &stops, bool quiet) {
+    Loaded l;
+    load(c, l);
+    std::vector<const char *> stop_ptrs;
+    for (const auto &s : stops) stop_ptrs.push_back(s.c_str());
+    gp.stop_strings = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
+    gp.n_stop_strings = stop_ptrs.size();
+
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t n = 0;
+    if (!tokens.empty()) {
+        const std::vector<int32_t> ids = parse_ids(tokens);
+        std::vector<int32_t> out(size_t(std::max(gp.max_tokens, 0)));
+        const specla_status st = specla_generate(l.session, ids.data(), ids.size(), gp, out.data(), out.size(), &n);
+        if (st != SPECLA_OK) die("generation failed", st);
+        for (size_t i = 0; i < n; ++i) std::printf(i ? ",%d" : "%d", out[i]);
+        std::printf("\n");
+    } else {
+        std::string text = prompt;
+        if (!prompt_file.empty()) {
+            std::ifstream in(prompt_file, std::ios::binary);
+            if (!in) {
+                std::fprintf(stderr, "specla: cannot read --prompt-file %s\n", prompt_file.c_str());
+                return 1;
+            }
+            std::stringstream ss;
+            ss << in.rdbuf();
+            text = ss.str();
+        }
+        gp.on_token = print_piece;
+        const specla_status st = specla_generate_text(l.session, text.c_str(), gp, nullptr, &n);
+        if (st != SPECLA_OK) die("generation failed", st);
+        std::printf("\n");
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!quiet) std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
+    return 0;
+}
+
+// safetensors writer for one F32 tensor.
+bool write_logits(const std::string &path, const std::vector<float> &data, size_t rows, size_t cols) {
+    std::string header = "{\"logits\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(rows) + "," +
+                         std::to_string(cols) + "],\"data_offsets\":[0," + std::to_string(data.size() * 4) + "]}}";
+    while (header.size() % 8) header += ' ';
+    std::ofstream out(path, std::ios::binary);
+    uint64_t len = header.size();
+    unsigned char le[8];
+    for (int i = 0; i < 8; ++i) le[i] = (unsigned char)(len >> (8 * i));
+    out.write(reinterpret_cast<const char *>(le), 8);
+    out.write(header.data(), std::streamsize(header.size()));
+    out.write(reinterpret_cast<const char *>(data.data()), std::streamsize(data.size() * 4));
+    return bool(out);
+}
+
+int run_logits(const Common &c, const std::string &tokens, const std::string &out_path) {
+    Loaded l;
+    load(c, l);
+    const std::vector<int32_t> ids = parse_ids(tokens);
+    if (ids.empty()) {
+        std::fprintf(stderr, "specla: --tokens is empty\n");
+        return 2;
+    }
+    std::vector<float> logits(ids.size() * size_t(l.info.vocab_size));
+    const specla_status st =
+        specla_session_eval(l.session, ids.data(), ids.size(), SPECLA_LOGITS_ALL, logits.data(), logits.size());
+    if (st != SPECLA_OK) die("evaluation failed", st);
+    if (!write_logits(out_path, logits, ids.size(), size_t(l.info.vocab_size))) {
+        std::fprintf(stderr, "specla: cannot write %s\n", out_path.c_str());
+        return 1;
+    }
+    std::fprintf(stderr, "wrote logits [%zu, %d] to %s\n", ids.size(), l.info.vocab_size, out_path.c_str());
+    return 0;
+}
+
+void add_common(CLI::App *app, Common &c) {
+    app->add_option("--model", c.model, "checkpoint folder (config.json + model.safetensors)")->required();
+    app->add_option("--backend", c.backend, "cpu or cuda")->capture_default_str();
+    app->add_option("--device", c.device, "CUDA device ordinal")->capture_default_str();
+    app->add_option("--threads", c.threads, "CPU threads (0: all cores)")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{std::string("SpecLA ") + specla_version() +
+                 ": fast generation for linear-attention language models"};
+    app.require_subcommand(1);
+
+    Common gen_c, log_c;
+    std::string gen_tokens, prompt, prompt_file, log_tokens, out_path;
+    std::vector<std::string> stops;
+    bool quiet = false;
+    specla_generate_params gp = specla_generate_default_params();
+
+    CLI::App *gen = app.add_subcommand("generate", "generate tokens (ids) or text from a prompt");
+    add_common(gen, gen_c);
+    auto *inputs = gen->add_option_group("input", "the prompt");
+    inputs->add_option("--tokens", gen_tokens, "prompt as comma-separated token ids; prints generated ids");
+    inputs->add_option("--prompt", prompt, "prompt text; streams generated text");
+    inputs->add_option("--prompt-file", prompt_file, "file holding the prompt text")->check(CLI::ExistingFile);
+    inputs->require_option(1);
+    gen->add_option("--max-tokens", gp.max_tokens, "token budget")->capture_default_str();
+    gen->add_option("--temperature", gp.sampling.temperature, "0 = greedy")->capture_default_str();
+    gen->add_option("--top-k", gp.sampling.top_k, "0 = off")->capture_default_str();
+    gen->add_option("--top-p", gp.sampling.top_p, "1 = off")->capture_default_str();
+    gen->add_option("--seed", gp.sampling.seed, "sampling seed")->capture_default_str();
+    gen->add_option("--stop", stops, "stop once the generated text contains this string (repeatable)");
+    gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
+    gen->add_flag("--quiet,-q", quiet, "no timing line on stderr");
+
+    CLI::App *lg = app.add_subcommand("logits", "write the logits of every prompt position to a safetensors file");
+    add_common(lg, log_c);
+    lg->add_option("--tokens", log_tokens, "comma-separated token ids")->required();
+    lg->add_option("--out", out_path, "output .safetensors file (tensor 'logits' [n, vocab] F32)")->required();
+
+    CLI11_PARSE(app, argc, argv);
+    if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet);
+    return run_logits(log_c, log_tokens, out_path);
+}

@@ -1,0 +1,68 @@
+// Small RAII wrappers over the public C API for tests (the API itself stays C).
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "specla/specla.h"
+
+namespace test {
+
+struct ModelHandle {
+    specla_model *m = nullptr;
+    explicit ModelHandle(const std::string &folder, specla_model_params p = specla_model_default_params()) {
+        const specla_status st = specla_model_load(folder.c_str(), p, &m);
+        INFO("load ", folder, ": ", specla_last_error());
+        REQUIRE(st == SPECLA_OK);
+    }
+    ~ModelHandle() { specla_model_free(m); }
+    ModelHandle(const ModelHandle &) = delete;
+    ModelHandle &operator=(const ModelHandle &) = delete;
+    specla_model_info info() const {
+        specla_model_info i{};
+        REQUIRE(specla_model_get_info(m, &i) == SPECLA_OK);
+        return i;
+    }
+};
+
+struct SessionHandle {
+    specla_session *s = nullptr;
+    explicit SessionHandle(specla_model *m, specla_session_params p = specla_session_default_params()) {
+        const specla_status st = specla_session_create(m, p, &s);
+        INFO(specla_last_error());
+        REQUIRE(st == SPECLA_OK);
+    }
+    ~SessionHandle() { specla_session_free(s); }
+    SessionHandle(const SessionHandle &) = delete;
+    SessionHandle &operator=(const SessionHandle &) = delete;
+
+    std::vector<float> eval(const std::vector<int32_t> &tokens, specla_logits_mode mode, int32_t vocab) {
+        const size_t rows = mode == SPECLA_LOGITS_ALL ? tokens.size() : mode == SPECLA_LOGITS_LAST ? 1 : 0;
+        std::vector<float> logits(rows * size_t(vocab));
+        const specla_status st =
+            specla_session_eval(s, tokens.data(), tokens.size(), mode, logits.empty() ? nullptr : logits.data(),
+                                logits.size());
+        INFO(specla_last_error());
+        REQUIRE(st == SPECLA_OK);
+        return logits;
+    }
+    std::vector<float> state(int32_t layer, size_t floats) {
+        std::vector<float> out(floats);
+        REQUIRE(specla_session_get_state(s, layer, out.data(), out.size()) == SPECLA_OK);
+        return out;
+    }
+    std::vector<int32_t> generate(const std::vector<int32_t> &prompt, specla_generate_params p) {
+        std::vector<int32_t> out(size_t(p.max_tokens));
+        size_t n = 0;
+        const specla_status st =
+            specla_generate(s, prompt.data(), prompt.size(), p, out.data(), out.size(), &n);
+        INFO(specla_last_error());
+        REQUIRE(st == SPECLA_OK);
+        out.resize(n);
+        return out;
+    }
+};
+
+}  // namespace test
