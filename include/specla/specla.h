@@ -356,6 +356,100 @@ SPECLA_API specla_status specla_generate_text(specla_session *session, const cha
 /* Release a string the library allocated. NULL is a no-op. */
 SPECLA_API void specla_string_free(char *text);
 
+/* ------------------------------------------------------------------------------------------ */
+/* Speculative decoding                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A drafter proposes candidate tokens (a chain or a tree) after a session's context; the target
+ * model verifies all of them in one pass and keeps the longest path it agrees with plus one token
+ * of its own. Output is exactly what plain decoding gives: token for token when greedy, and
+ * distributed exactly as the target's sampling distribution otherwise. */
+
+typedef enum specla_drafter_type {
+    SPECLA_DRAFTER_PROMPT_LOOKUP = 0  /* n-gram match against the session's own context; no
+                                         training, strong on code and on text that repeats */
+} specla_drafter_type;
+
+typedef struct specla_drafter_params {
+    specla_drafter_type type;   /* default SPECLA_DRAFTER_PROMPT_LOOKUP */
+    int32_t min_ngram;          /* prompt lookup: shortest suffix matched (default 2) */
+    int32_t max_ngram;          /* prompt lookup: longest suffix matched, tried first (default 4) */
+    int32_t max_draft_len;      /* longest proposed continuation (default 8) */
+    int32_t max_branches;       /* distinct continuations kept as tree branches (default 2) */
+} specla_drafter_params;
+
+SPECLA_API specla_drafter_params specla_drafter_default_params(void);
+
+/* Create a drafter for a model's sessions. A drafter keeps per-sequence bookkeeping: use one
+ * drafter per session (one thread at a time). Free with specla_drafter_free(). */
+SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla_drafter_params params,
+                                               specla_drafter **out);
+SPECLA_API void specla_drafter_free(specla_drafter *drafter);
+
+typedef enum specla_tree_algorithm {
+    SPECLA_TREE_AUTO = 0,        /* the backend picks per tree shape */
+    SPECLA_TREE_HYBRID = 1,      /* heavy-light chains, state resident inside each chain */
+    SPECLA_TREE_PARALLEL_WY = 2  /* tree-masked chunk (WY) form */
+} specla_tree_algorithm;
+
+typedef struct specla_spec_params {
+    specla_generate_params generate;  /* sampling, budget, streaming, stop conditions */
+    int32_t max_draft_nodes;          /* nodes per verification (default 16; at most the
+                                         session's max_tree_nodes) */
+    int32_t max_draft_depth;          /* deepest draft position (default 8) */
+    specla_tree_algorithm tree_algorithm;
+    bool deferred_commit;             /* apply accepted factors inside the next verification
+                                         pass (default true) */
+} specla_spec_params;
+
+SPECLA_API specla_spec_params specla_spec_default_params(void);
+
+#define SPECLA_SPEC_MAX_DEPTH_STATS 32
+
+typedef struct specla_spec_stats {
+    int64_t steps;                 /* verification passes */
+    int64_t drafted;               /* draft tokens submitted */
+    int64_t accepted;              /* draft tokens accepted */
+    int64_t generated;             /* tokens emitted (accepted + the target's own) */
+    double mean_accepted_length;   /* generated / steps: tokens per verification pass */
+    double acceptance_rate;        /* accepted / drafted */
+    int64_t drafted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS];  /* draft nodes at depth d+1 */
+    int64_t accepted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS]; /* passes that accepted depth d+1 */
+} specla_spec_stats;
+
+/* Speculative counterpart of specla_generate: same arguments plus the drafter; `stats` (may be
+ * NULL) receives what the drafter and the verifier did. */
+SPECLA_API specla_status specla_generate_speculative(specla_session *session, specla_drafter *drafter,
+                                                     const int32_t *prompt, size_t n_prompt,
+                                                     specla_spec_params params, int32_t *out_tokens,
+                                                     size_t out_capacity, size_t *n_out,
+                                                     specla_spec_stats *stats);
+
+/* Speculative counterpart of specla_generate_text. */
+SPECLA_API specla_status specla_generate_speculative_text(specla_session *session, specla_drafter *drafter,
+                                                          const char *prompt, specla_spec_params params,
+                                                          char **out_text, size_t *n_generated,
+                                                          specla_spec_stats *stats);
+
+/* The verification primitive, for callers that bring their own drafter. The tree has n_nodes
+ * (>= 0, at most the session's max_tree_nodes) in topological order: `parents[i]` < i is the
+ * index of node i's parent, or -1 for a candidate of the first position after the context (a
+ * chain: -1, 0, 1, ...). `draft_dists` (may be NULL) holds n_nodes x vocab_size floats: row i is
+ * the drafter distribution node i's token was drawn from (siblings share their parent's row);
+ * NULL means the candidates were chosen deterministically. The target verifies every node
+ * against its own ancestors, acceptance follows `sampling` (seed: the random stream of this
+ * call), and the session's context then holds the accepted tokens followed by the target's next
+ * token `*bonus_token` (fed at the next call). `accepted_nodes` (capacity n_nodes, may be NULL
+ * when n_nodes is 0) receives the accepted node indices root to leaf, `*n_accepted` their count.
+ * `node_logits` (may be NULL) receives the target logits after every node, n_nodes x vocab_size. */
+SPECLA_API specla_status specla_session_verify_tree(specla_session *session, const int32_t *tokens,
+                                                    const int32_t *parents, size_t n_nodes,
+                                                    const float *draft_dists,
+                                                    specla_sampling_params sampling,
+                                                    bool deferred_commit, int32_t *accepted_nodes,
+                                                    size_t *n_accepted, int32_t *bonus_token,
+                                                    float *node_logits);
+
 #ifdef __cplusplus
 }
 #endif

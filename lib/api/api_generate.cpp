@@ -5,6 +5,7 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "api/params.h"
 #include "generate/generate.h"
 #include "generate/text_stream.h"
 #include "session/session.h"
@@ -14,7 +15,6 @@ using namespace specla;
 
 namespace specla {
 
-// Shared with the speculative entry points: the checks and conversions of generate params.
 SamplingConfig sampling_from_params(const specla_sampling_params &p) {
     require(p.temperature >= 0.f, SPECLA_ERR_INVALID_ARGUMENT, "temperature must not be negative");
     require(p.top_k >= 0, SPECLA_ERR_INVALID_ARGUMENT, "top_k must not be negative");

@@ -25,3 +25,12 @@ struct specla_session {
     std::unique_ptr<specla::Session> impl;
     specla_model *model = nullptr;  // borrowed: the model outlives its sessions
 };
+
+namespace specla {
+class Drafter;
+}
+
+struct specla_drafter {
+    std::unique_ptr<specla::Drafter> impl;
+    const specla_model *model = nullptr;  // borrowed
+};

@@ -4,6 +4,7 @@
 
 #include "generate/sampler.h"
 #include "memory/host_alloc.h"
+#include "util/error.h"
 
 namespace specla {
 
@@ -19,5 +20,15 @@ int32_t Backend::decode_and_sample(SequenceState &state, int32_t token, const Sa
     eval_chain(state, &token, 1, LogitsRows::Last, row);
     return sample_token(row, vocab, sampling, u);
 }
+
+void Backend::verify_tree(SequenceState &, const int32_t *, const int32_t *, int32_t, TreeAlgorithm, float *) {
+    fail(SPECLA_ERR_UNSUPPORTED, "speculative verification is not available on this backend yet");
+}
+
+void Backend::commit_path(SequenceState &, const int32_t *, int32_t, bool) {
+    fail(SPECLA_ERR_UNSUPPORTED, "speculative commit is not available on this backend yet");
+}
+
+void Backend::flush_commit(SequenceState &) {}
 
 }  // namespace specla

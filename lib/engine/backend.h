@@ -16,6 +16,11 @@ namespace specla {
 
 enum class LogitsRows { None, Last, All };
 
+// How a draft tree's recurrence is evaluated (see docs/speculative.md): heavy-light chains with
+// the state resident inside each chain and only branch-point states materialised, or the
+// parallel tree-masked WY (chunk) form. Auto lets the backend pick per tree shape.
+enum class TreeAlgorithm { Auto, Hybrid, ParallelWY };
+
 struct SessionLimits {
     int32_t max_tree_nodes = 64;     // largest draft tree verified at once
     int32_t max_batch_tokens = 512;  // largest block evaluated in one pass
@@ -67,6 +72,20 @@ public:
     // only the token id crosses to the host; `logits` (may be null) receives the step's logits.
     virtual int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling,
                                       double u, float *logits);
+
+    // Speculative verification: evaluate every node of a draft tree (topological, parents[i] < i,
+    // -1 = child of the committed context) on top of the committed state without changing it,
+    // writing all n rows of logits (host) and keeping per-node factors (normalised key, delta
+    // residual, log decay, pre-conv inputs) for commit_path. Pending factors of an earlier
+    // deferred commit are applied first, inside the same pass. 1 <= n <= max_tree_nodes.
+    virtual void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
+                             TreeAlgorithm algorithm, float *logits);
+    // Make the nodes of a root-to-leaf path of the last verified tree part of the committed
+    // state, from the stored factors (no token is recomputed). The conv cache is updated at
+    // once; the recurrent state either at once or, when `deferred`, inside the next pass that
+    // loads it (verify_tree, eval_chain) or at flush_commit.
+    virtual void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred);
+    virtual void flush_commit(SequenceState &state);
 
     // Copy one layer's recurrent state to host memory as [HV, V, K] fp32 (fla's layout).
     virtual void read_recurrent_state(SequenceState &state, int32_t layer, float *out) = 0;

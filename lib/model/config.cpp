@@ -112,6 +112,8 @@ ModelConfig ModelConfig::from_json_text(const std::string &text, const std::stri
     c.allow_neg_eigval = f.boolean_or("allow_neg_eigval", false);
     c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
     v = f.integer_or("conv_size", 4), positive(v, "conv_size", origin), c.conv_size = int32_t(v);
+    require(c.conv_size <= 64, SPECLA_ERR_UNSUPPORTED, origin, ": field 'conv_size' = ", c.conv_size,
+            " is larger than the supported maximum of 64");
     c.norm_eps = float(f.number_or("norm_eps", 1e-6));
     require(c.norm_eps >= 0, SPECLA_ERR_FORMAT, origin, ": field 'norm_eps' must not be negative");
 

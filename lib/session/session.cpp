@@ -25,12 +25,14 @@ Session::Session(std::shared_ptr<Model> model, const SessionLimits &limits)
 
 void Session::reset() {
     model_->backend().reset_state(*state_);
+    verified_ = false;
     context_.clear();
     pending_.reset();
     last_logits_valid_ = false;
 }
 
 void Session::flush_pending() {
+    verified_ = false;  // the state moves on
     if (!pending_) return;
     const int32_t t = *pending_;
     pending_.reset();
@@ -89,6 +91,60 @@ int32_t Session::sample_next(const SamplingConfig &sampling, double u) {
     require(last_logits_valid_, SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
     return sample_token(last_logits_.data(), config().vocab_size, sampling, u);
+}
+
+void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root_logits, float *node_logits) {
+    const int32_t n = tree.size();
+    const int32_t vocab = config().vocab_size;
+    validate_tree(tree.tokens.data(), tree.parents.data(), n, vocab);
+    require(n <= limits_.max_tree_nodes, SPECLA_ERR_INVALID_ARGUMENT, "draft tree of ", n,
+            " nodes exceeds the session's max_tree_nodes (", limits_.max_tree_nodes, ")");
+    verified_ = false;
+    Backend &be = model_->backend();
+    if (pending_) {
+        // The pending token leads the pass as node 0: its logits are the root's.
+        backend_nodes_.assign(1, *pending_);
+        backend_parents_.assign(1, -1);
+        for (int32_t i = 0; i < n; ++i) {
+            backend_nodes_.push_back(tree.tokens[size_t(i)]);
+            backend_parents_.push_back(tree.parents[size_t(i)] + 1);
+        }
+        verify_logits_.resize(size_t(n + 1) * size_t(vocab));
+        be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, verify_logits_.data());
+        std::memcpy(root_logits, verify_logits_.data(), size_t(vocab) * sizeof(float));
+        if (n) std::memcpy(node_logits, verify_logits_.data() + vocab, size_t(n) * size_t(vocab) * sizeof(float));
+        verified_with_pending_ = true;
+    } else {
+        require(last_logits_valid_, SPECLA_ERR_STATE,
+                "the session has no logits for its last token: evaluate a prompt first");
+        std::memcpy(root_logits, last_logits_.data(), size_t(vocab) * sizeof(float));
+        if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, node_logits);
+        verified_with_pending_ = false;
+    }
+    verified_tokens_ = tree.tokens;
+    verified_parents_ = tree.parents;
+    verified_ = true;
+}
+
+void Session::commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred) {
+    require(verified_, SPECLA_ERR_STATE, "commit without a preceding verification");
+    validate_tokens(config(), &bonus, 1);
+    int32_t expect_parent = -1;
+    for (int32_t node : path) {
+        require(node >= 0 && node < int32_t(verified_tokens_.size()) && verified_parents_[size_t(node)] == expect_parent,
+                SPECLA_ERR_INVALID_ARGUMENT, "accepted node ", node, " does not continue a root-to-leaf path");
+        expect_parent = node;
+    }
+    backend_nodes_.clear();
+    if (verified_with_pending_) backend_nodes_.push_back(0);
+    for (int32_t node : path) backend_nodes_.push_back(node + (verified_with_pending_ ? 1 : 0));
+    if (!backend_nodes_.empty()) model_->backend().commit_path(*state_, backend_nodes_.data(), int32_t(backend_nodes_.size()), deferred);
+    pending_.reset();  // consumed by the verification (when there was one)
+    for (int32_t node : path) context_.push_back(verified_tokens_[size_t(node)]);
+    pending_ = bonus;
+    context_.push_back(bonus);
+    last_logits_valid_ = false;
+    verified_ = false;
 }
 
 void Session::read_state(int32_t layer, float *out) {

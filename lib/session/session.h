@@ -11,6 +11,7 @@
 #include "engine/backend.h"
 #include "memory/host_alloc.h"
 #include "model/model.h"
+#include "spec/draft_tree.h"
 
 namespace specla {
 
@@ -45,6 +46,15 @@ public:
 
     void read_state(int32_t layer, float *out);
 
+    // Speculative verification of a draft tree after the context (parents -1 = first draft
+    // position). Writes the target's logits at the context end (`root_logits`, vocab floats) and
+    // after every node (`node_logits`, n x vocab; may be null when n == 0). The state is not
+    // changed; commit() then keeps an accepted path.
+    void verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root_logits, float *node_logits);
+    // Keep the accepted path (tree node indices, root to leaf) of the last verify and make
+    // `bonus` the next, pending token. deferred: leave the state update to the next pass.
+    void commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred);
+
     int64_t n_past() const { return int64_t(context_.size()); }  // includes a pending token
     const std::vector<int32_t> &context() const { return context_; }
     SequenceState &state() { return *state_; }
@@ -59,6 +69,12 @@ private:
     std::optional<int32_t> pending_;
     HostVec<float> last_logits_;
     bool last_logits_valid_ = false;
+    // The last verification: whether its node 0 was the pending token, and its draft tokens.
+    bool verified_with_pending_ = false;
+    bool verified_ = false;
+    std::vector<int32_t> verified_tokens_, verified_parents_;
+    std::vector<int32_t> backend_nodes_, backend_parents_;
+    HostVec<float> verify_logits_;
 };
 
 }  // namespace specla

@@ -8,9 +8,22 @@
 
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_tree.h"
 #include "util/error.h"
 
 namespace specla {
+
+// A forward pass over n nodes. A chain (parents == nullptr: node t follows node t-1) advances the
+// committed state in place; a tree is verified against it without changing it.
+struct CpuBackend::Pass {
+    int32_t n = 0;
+    const int32_t *parents = nullptr;  // null: chain
+    bool verify = false;
+    TreeAlgorithm algorithm = TreeAlgorithm::Hybrid;
+    int32_t factor_set = -1;           // verify: where factors go
+    cpu::TreePlan plan;                // verify + hybrid
+    int32_t parent(int32_t t) const { return parents ? parents[t] : t - 1; }
+};
 
 CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t n_threads)
     : config_(config), weights_(std::move(weights)),
@@ -19,20 +32,28 @@ CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t 
 std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &limits) {
     const ModelConfig &c = config_;
     auto st = std::make_unique<CpuSequenceState>();
-    st->capacity = std::max(std::max(limits.max_batch_tokens, limits.max_tree_nodes), 1);
-    const size_t rows = size_t(st->capacity);
-    st->recurrent.assign(size_t(c.num_layers * c.recurrent_state_floats_per_layer()), 0.f);
-    st->conv.assign(size_t(c.num_layers * c.conv_cache_floats_per_layer()), 0.f);
+    // A verification carries the not-yet-fed last token in front of the draft: one node more.
+    st->factor_capacity = std::max(limits.max_tree_nodes, 1) + 1;
+    st->capacity = std::max(std::max(limits.max_batch_tokens, 1), st->factor_capacity);
+    const size_t rows = size_t(st->capacity), L = size_t(c.num_layers), F = size_t(st->factor_capacity);
+    st->recurrent.assign(L * size_t(c.recurrent_state_floats_per_layer()), 0.f);
+    st->conv.assign(L * size_t(c.conv_cache_floats_per_layer()), 0.f);
     const InProjLayout lay(c);
     st->h.resize(rows * size_t(c.hidden_size));
     st->x.resize(rows * size_t(c.hidden_size));
     st->proj.resize(rows * size_t(lay.rows));
     st->mixed.resize(rows * size_t(c.conv_channels()));
-    st->o.resize(size_t(c.num_v_heads) * size_t(c.head_v_dim) * rows);
+    st->o.resize(rows * size_t(c.value_dim()));
     st->y.resize(rows * size_t(c.value_dim()));
     st->ffn.resize(rows * size_t(2 * c.intermediate_size));
     st->beta.resize(rows * size_t(c.num_v_heads));
     st->glog.resize(rows * size_t(c.num_v_heads));
+    for (CpuFactorSet &f : st->factors) {
+        f.k.resize(L * F * size_t(c.key_dim()));
+        f.u.resize(L * F * size_t(c.value_dim()));
+        f.g.resize(L * F * size_t(c.num_v_heads));
+        f.pre.resize(L * F * size_t(c.conv_channels()));
+    }
     return st;
 }
 
@@ -40,60 +61,90 @@ void CpuBackend::reset_state(SequenceState &state) {
     auto &st = static_cast<CpuSequenceState &>(state);
     std::fill(st.recurrent.begin(), st.recurrent.end(), 0.f);
     std::fill(st.conv.begin(), st.conv.end(), 0.f);
+    st.pending.clear();
+    st.pending_set = st.verified_set = -1;
 }
 
-void CpuBackend::mix_chain(CpuSequenceState &st, int layer, int32_t n) {
+// S <- exp(g_t) S + k_t u_t^T for each pending path node, in path order.
+void CpuBackend::apply_pending(CpuSequenceState &st, int layer, int hv, float *S) const {
+    if (st.pending.empty()) return;
+    const ModelConfig &c = config_;
+    const CpuFactorSet &f = st.factors[st.pending_set];
+    const size_t F = size_t(st.factor_capacity);
+    const int kh = hv / c.v_heads_per_k_head();
+    for (int32_t node : st.pending) {
+        const size_t row = size_t(layer) * F + size_t(node);
+        cpu::gdn_apply_factor(S, c.head_k_dim, c.head_v_dim, f.k.data() + row * c.key_dim() + kh * c.head_k_dim,
+                              f.u.data() + row * c.value_dim() + hv * c.head_v_dim,
+                              f.g[row * c.num_v_heads + hv]);
+    }
+}
+
+// The conv cache after feeding `n` inputs (rows[order[i]]) on top of the current cache.
+void CpuBackend::update_conv_cache(CpuSequenceState &st, int layer, const float *rows, int64_t row_stride,
+                                   const int32_t *order, int32_t n) const {
+    const ModelConfig &c = config_;
+    if (!c.use_short_conv) return;
+    const int W = c.conv_size;
+    const int64_t CC = c.conv_channels();
+    float *cache = st.conv.data() + size_t(layer) * size_t(c.conv_cache_floats_per_layer());
+    for (int r = 0; r < W - 1; ++r) {
+        const int32_t src = n - (W - 1) + r;  // index into the fed inputs; negative: older cache row
+        float *dst = cache + size_t(r) * CC;
+        if (src >= 0) {
+            const int32_t row = order ? order[src] : src;
+            std::memcpy(dst, rows + row * row_stride, size_t(CC) * sizeof(float));
+        } else {
+            std::memmove(dst, cache + size_t(W - 1 + src) * CC, size_t(CC) * sizeof(float));
+        }
+    }
+}
+
+void CpuBackend::conv_and_gates(CpuSequenceState &st, int layer, const Pass &pass) {
     const ModelConfig &c = config_;
     const LayerWeights &L = weights_.layers[size_t(layer)];
     const InProjLayout lay(c);
-    const int K = c.head_k_dim, V = c.head_v_dim, H = c.num_heads, HV = c.num_v_heads, W = c.conv_size;
+    const int K = c.head_k_dim, H = c.num_heads, HV = c.num_v_heads, W = c.conv_size;
     const int64_t CC = c.conv_channels(), P = lay.rows;
+    const int32_t n = pass.n;
+    const float *cache = st.conv.data() + size_t(layer) * size_t(c.conv_cache_floats_per_layer());
 
-    // Projections of all n tokens: one pass over in_proj.
-    cpu::linear(L.in_proj, st.x.data(), n, st.proj.data(), n_threads_);
-
-    // Short causal conv + SiLU over the q|k|v channels, the window spilling into the conv cache.
-    float *cache = st.conv.data() + size_t(layer) * size_t(c.conv_cache_floats_per_layer());
+    // Short causal conv + SiLU over the q|k|v channels. A node's window is its own path: the
+    // node, its parent, ..., then the conv cache (never its neighbours in node order).
     const int nt = n_threads_;
-#pragma omp parallel for schedule(static) num_threads(nt) if (n * CC >= 4096)
-    for (int64_t ch = 0; ch < CC; ++ch) {
-        for (int32_t t = 0; t < n; ++t) {
-            float acc;
-            if (c.use_short_conv) {
-                acc = 0.f;
-                const float *w = L.conv.data() + ch * W;
-                for (int j = 0; j < W; ++j) {
-                    const int32_t src = t - (W - 1) + j;  // position of the input tap j multiplies
-                    const float in = src >= 0 ? st.proj[size_t(src * P + ch)]
-                                              : cache[size_t((W - 1 + src) * CC + ch)];
-                    acc += w[j] * in;
-                }
-            } else {
-                acc = st.proj[size_t(t * P + ch)];
-            }
-            st.mixed[size_t(t * CC + ch)] = cpu::silu(acc);
+#pragma omp parallel for schedule(static) num_threads(nt) if (int64_t(n) * CC >= 8192)
+    for (int32_t t = 0; t < n; ++t) {
+        float *dst = st.mixed.data() + size_t(t) * CC;
+        if (!c.use_short_conv) {
+            for (int64_t ch = 0; ch < CC; ++ch) dst[ch] = cpu::silu(st.proj[size_t(t * P + ch)]);
+            continue;
         }
-    }
-    if (c.use_short_conv) {
-        // New cache: the last W-1 pre-conv inputs of (old cache ++ these tokens).
-        for (int r = 0; r < W - 1; ++r) {
-            const int32_t src = n - (W - 1) + r;
-            float *dst = cache + size_t(r) * CC;
-            if (src >= 0) {
-                for (int64_t ch = 0; ch < CC; ++ch) dst[ch] = st.proj[size_t(src * P + ch)];
+        const float *taps[64];  // conv_size is at most 64 (checked at load)
+        int32_t cur = t, back = 0;
+        for (int j = W - 1; j >= 0; --j) {  // tap j multiplies the input W-1-j steps back
+            if (cur >= 0) {
+                taps[j] = st.proj.data() + size_t(cur) * P;
+                cur = pass.parent(cur);
             } else {
-                std::memmove(dst, cache + size_t(W - 1 + src) * CC, size_t(CC) * 4);
+                ++back;
+                taps[j] = cache + size_t(W - 1 - back) * CC;
             }
+        }
+        for (int64_t ch = 0; ch < CC; ++ch) {
+            const float *w = L.conv.data() + ch * W;
+            float acc = 0.f;
+            for (int j = 0; j < W; ++j) acc += w[j] * taps[j][ch];
+            dst[ch] = cpu::silu(acc);
         }
     }
 
-    // Per-token normalisation of q and k, gates of every value head.
+    // Per-node normalisation of q and k, gates of every value head.
     const float qscale = 1.f / std::sqrt(float(K));
     for (int32_t t = 0; t < n; ++t) {
         float *m = st.mixed.data() + size_t(t) * CC;
         for (int h = 0; h < H; ++h) {
-            cpu::l2_normalize(m + h * K, K, qscale);                   // q
-            cpu::l2_normalize(m + c.key_dim() + h * K, K, 1.f);        // k
+            cpu::l2_normalize(m + h * K, K, qscale);
+            cpu::l2_normalize(m + c.key_dim() + h * K, K, 1.f);
         }
         const float *pr = st.proj.data() + size_t(t) * P;
         for (int hv = 0; hv < HV; ++hv) {
@@ -101,39 +152,80 @@ void CpuBackend::mix_chain(CpuSequenceState &st, int layer, int32_t n) {
             st.beta[size_t(t * HV + hv)] = cpu::gdn_beta(pr[lay.b + hv], c.allow_neg_eigval);
         }
     }
+}
 
-    // The recurrence, value heads in parallel, tokens in order.
+void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
+    const ModelConfig &c = config_;
+    const LayerWeights &L = weights_.layers[size_t(layer)];
+    const InProjLayout lay(c);
+    const int K = c.head_k_dim, V = c.head_v_dim, HV = c.num_v_heads;
+    const int64_t CC = c.conv_channels(), P = lay.rows, KD = c.key_dim(), VD = c.value_dim();
+    const int32_t n = pass.n;
+
+    cpu::linear(L.in_proj, st.x.data(), n, st.proj.data(), n_threads_);
+    conv_and_gates(st, layer, pass);
+
+    const size_t F = size_t(st.factor_capacity);
+    CpuFactorSet *fs = pass.verify ? &st.factors[pass.factor_set] : nullptr;
+    if (fs) {
+        // Factors that do not depend on the recurrence: keys, decays, pre-conv inputs.
+        for (int32_t t = 0; t < n; ++t) {
+            const size_t row = size_t(layer) * F + size_t(t);
+            std::memcpy(fs->k.data() + row * KD, st.mixed.data() + size_t(t) * CC + KD, size_t(KD) * sizeof(float));
+            std::memcpy(fs->g.data() + row * HV, st.glog.data() + size_t(t) * HV, size_t(HV) * sizeof(float));
+            std::memcpy(fs->pre.data() + row * CC, st.proj.data() + size_t(t) * P, size_t(CC) * sizeof(float));
+        }
+    } else {
+        update_conv_cache(st, layer, st.proj.data(), P, nullptr, n);
+    }
+
     float *S_layer = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer());
     const int group = c.v_heads_per_k_head();
+    const size_t head_scratch =
+        pass.verify ? (pass.algorithm == TreeAlgorithm::ParallelWY ? cpu::wy_scratch_floats(n, K, V)
+                                                                    : size_t(pass.plan.n_snapshots + 1) * K * V)
+                    : 0;
+    if (st.tree_scratch.size() < head_scratch * HV) st.tree_scratch.resize(head_scratch * HV);
+    const int nt = n_threads_;
 #pragma omp parallel for schedule(static) num_threads(nt) if (HV > 1)
     for (int hv = 0; hv < HV; ++hv) {
         float *S = S_layer + size_t(hv) * K * V;
         const int kh = hv / group;
+        // Deferred commit fused into this pass: the state is loaded here anyway.
+        apply_pending(st, layer, hv, S);
+        if (!pass.verify) {
+            for (int32_t t = 0; t < n; ++t) {
+                const float *m = st.mixed.data() + size_t(t) * CC;
+                cpu::gdn_step(S, K, V, m + kh * K, m + KD + kh * K, m + 2 * KD + hv * V, st.beta[size_t(t * HV + hv)],
+                              st.glog[size_t(t * HV + hv)], st.o.data() + size_t(t) * VD + hv * V, nullptr);
+            }
+        } else {
+            cpu::HeadInputs in{n,   K, V, pass.parents, st.mixed.data() + kh * K, st.mixed.data() + KD + kh * K,
+                               st.mixed.data() + 2 * KD + hv * V, CC, CC, CC, st.beta.data() + hv,
+                               st.glog.data() + hv, HV};
+            cpu::HeadOutputs out{st.o.data() + hv * V, VD, fs->u.data() + size_t(layer) * F * VD + hv * V, VD};
+            float *scratch = st.tree_scratch.data() + size_t(hv) * head_scratch;
+            if (pass.algorithm == TreeAlgorithm::ParallelWY) cpu::tree_recurrence_wy(S, in, out, scratch);
+            else cpu::tree_recurrence_hybrid(pass.plan, S, in, out, scratch);
+        }
         for (int32_t t = 0; t < n; ++t) {
-            const float *m = st.mixed.data() + size_t(t) * CC;
-            float *o = st.o.data() + (size_t(t) * HV + hv) * V;
-            cpu::gdn_step(S, K, V, m + kh * K, m + c.key_dim() + kh * K, m + 2 * c.key_dim() + hv * V,
-                          st.beta[size_t(t * HV + hv)], st.glog[size_t(t * HV + hv)], o, nullptr);
             const float *z = c.use_gate ? st.proj.data() + size_t(t) * P + lay.g + hv * V : nullptr;
-            cpu::gated_rmsnorm(o, L.o_norm.data(), z, V, c.norm_eps, st.y.data() + size_t(t) * c.value_dim() + hv * V);
+            cpu::gated_rmsnorm(st.o.data() + size_t(t) * VD + hv * V, L.o_norm.data(), z, V, c.norm_eps,
+                               st.y.data() + size_t(t) * VD + hv * V);
         }
     }
 }
 
-void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                            float *logits) {
-    auto &st = static_cast<CpuSequenceState &>(state);
-    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
-            " tokens exceeds the state's capacity ", st.capacity);
+// The layers and the output head over the n rows of st.h (the callers gather the embeddings).
+void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows, float *logits) {
     const ModelConfig &c = config_;
     const int64_t D = c.hidden_size, I = c.intermediate_size;
-    for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * D);
-
+    const int32_t n = pass.n;
     for (int l = 0; l < c.num_layers; ++l) {
         const LayerWeights &L = weights_.layers[size_t(l)];
         for (int32_t t = 0; t < n; ++t)
             cpu::rmsnorm(st.h.data() + t * D, L.attn_norm.data(), D, c.norm_eps, st.x.data() + t * D);
-        mix_chain(st, l, n);
+        mix(st, l, pass);
         // h += o_proj(y): the product lands in x (free now), then the residual add.
         cpu::linear(L.o_proj, st.y.data(), n, st.x.data(), n_threads_);
         for (int64_t i = 0; i < n * D; ++i) st.h[size_t(i)] += st.x[size_t(i)];
@@ -149,13 +241,11 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
         cpu::linear(L.down, 0, D, st.ffn.data(), n, 2 * I, st.x.data(), D, n_threads_);
         for (int64_t i = 0; i < n * D; ++i) st.h[size_t(i)] += st.x[size_t(i)];
     }
-    output_logits(st, n, rows, logits);
-}
+    // Every layer has applied the deferred path by now.
+    st.pending.clear();
+    st.pending_set = -1;
 
-void CpuBackend::output_logits(CpuSequenceState &st, int32_t n, LogitsRows rows, float *logits) {
     if (rows == LogitsRows::None) return;
-    const ModelConfig &c = config_;
-    const int64_t D = c.hidden_size;
     const int32_t first = rows == LogitsRows::All ? 0 : n - 1;
     for (int32_t t = first; t < n; ++t)
         cpu::rmsnorm(st.h.data() + t * D, weights_.final_norm.data(), D, c.norm_eps, st.x.data() + t * D);
@@ -163,8 +253,75 @@ void CpuBackend::output_logits(CpuSequenceState &st, int32_t n, LogitsRows rows,
     cpu::linear(out, 0, out.rows, st.x.data() + first * D, n - first, D, logits, out.rows, n_threads_);
 }
 
+void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
+                            float *logits) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
+            " tokens exceeds the state's capacity ", st.capacity);
+    Pass pass;
+    pass.n = n;
+    st.verified_set = -1;  // the state moves on: earlier verification results no longer apply
+    for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
+    forward(st, pass, rows, logits);
+}
+
+void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
+                             TreeAlgorithm algorithm, float *logits) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    require(n >= 1 && n <= st.factor_capacity, SPECLA_ERR_INTERNAL, "verify_tree: ", n,
+            " nodes exceed the session's max_tree_nodes capacity ", st.factor_capacity);
+    Pass pass;
+    pass.n = n;
+    pass.parents = parents;
+    pass.verify = true;
+    pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
+    if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
+    pass.factor_set = st.pending_set == 0 ? 1 : 0;
+    for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
+    forward(st, pass, LogitsRows::All, logits);
+    st.verified_set = pass.factor_set;
+    st.verified_nodes = n;
+}
+
+void CpuBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    require(st.verified_set >= 0, SPECLA_ERR_STATE, "no verified tree to commit from");
+    for (int32_t i = 0; i < n; ++i)
+        require(nodes[i] >= 0 && nodes[i] < st.verified_nodes, SPECLA_ERR_INTERNAL, "commit_path: node ", nodes[i],
+                " is not in the verified tree");
+    const ModelConfig &c = config_;
+    const CpuFactorSet &f = st.factors[st.verified_set];
+    const size_t F = size_t(st.factor_capacity);
+    // The conv cache takes the path's last pre-conv inputs now: it is tiny.
+    for (int l = 0; l < c.num_layers; ++l)
+        update_conv_cache(st, l, f.pre.data() + size_t(l) * F * c.conv_channels(), c.conv_channels(), nodes, n);
+    st.pending.assign(nodes, nodes + n);
+    st.pending_set = st.verified_set;
+    st.verified_set = -1;
+    if (!deferred) flush_commit(st);
+}
+
+void CpuBackend::flush_commit(SequenceState &state) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    if (st.pending.empty()) return;
+    const ModelConfig &c = config_;
+    const int K = c.head_k_dim, V = c.head_v_dim;
+    const int nt = n_threads_;
+    const int64_t units = int64_t(c.num_layers) * c.num_v_heads;
+#pragma omp parallel for schedule(static) num_threads(nt)
+    for (int64_t unit = 0; unit < units; ++unit) {
+        const int layer = int(unit / c.num_v_heads), hv = int(unit % c.num_v_heads);
+        float *S = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer()) +
+                   size_t(hv) * K * V;
+        apply_pending(st, layer, hv, S);
+    }
+    st.pending.clear();
+    st.pending_set = -1;
+}
+
 void CpuBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
     auto &st = static_cast<CpuSequenceState &>(state);
+    flush_commit(st);
     const ModelConfig &c = config_;
     const int K = c.head_k_dim, V = c.head_v_dim;
     const float *S = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer());

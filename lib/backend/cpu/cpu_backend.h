@@ -3,22 +3,42 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "engine/backend.h"
 #include "memory/host_alloc.h"
 
 namespace specla {
 
+// Per-node factors of one verification pass, for every layer: enough to rebuild the state after
+// any accepted path without recomputing a token.
+struct CpuFactorSet {
+    HostVec<float> k;    // [L][nodes][H*K]  normalised keys
+    HostVec<float> u;    // [L][nodes][HV*V] delta residuals
+    HostVec<float> g;    // [L][nodes][HV]   log decays
+    HostVec<float> pre;  // [L][nodes][conv_channels] pre-conv inputs (for the conv cache)
+};
+
 // Per-sequence state and the scratch of one forward pass, sized at creation so that evaluation
-// never allocates.
+// does not allocate (tree scratch grows to the largest tree seen).
 struct CpuSequenceState : SequenceState {
     HostVec<float> recurrent;  // [L][HV][K][V]   (row i of a head's K x V block = key index i)
     HostVec<float> conv;       // [L][W-1][conv_channels], oldest input first
-    int32_t capacity = 0;      // rows of scratch: max(max_batch_tokens, max_tree_nodes)
+    int32_t capacity = 0;      // rows of activation scratch
+    int32_t factor_capacity = 0;
 
-    // Scratch, `capacity` rows each.
-    HostVec<float> h, x, proj, mixed, o, y, ffn, logits_row;
+    // Activation scratch, `capacity` rows each.
+    HostVec<float> h, x, proj, mixed, o, y, ffn;
     HostVec<float> beta, glog;  // [rows][HV]
+
+    // Two factor sets: a verification writes one while the pending (deferred) path of the
+    // previous verification is still read from the other.
+    CpuFactorSet factors[2];
+    int32_t verified_set = -1;      // set written by the last verify_tree, until committed
+    int32_t verified_nodes = 0;
+    int32_t pending_set = -1;       // set holding the deferred path
+    std::vector<int32_t> pending;   // deferred path (node indices of pending_set)
+    HostVec<float> tree_scratch;    // per value head: hybrid snapshots or WY workspace
 };
 
 class CpuBackend final : public Backend {
@@ -31,6 +51,10 @@ public:
     void reset_state(SequenceState &state) override;
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
                     float *logits) override;
+    void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
+                     TreeAlgorithm algorithm, float *logits) override;
+    void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
+    void flush_commit(SequenceState &state) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
     MemoryStats memory_stats() const override;
 
@@ -38,10 +62,15 @@ public:
     int32_t n_threads() const { return n_threads_; }
 
 private:
-    // Token mixer of one layer over n chain tokens, reading x rows and writing y rows
-    // (pre-o_proj head outputs). Advances the layer's recurrent state and conv cache.
-    void mix_chain(CpuSequenceState &st, int layer, int32_t n);
-    void output_logits(CpuSequenceState &st, int32_t n, LogitsRows rows, float *logits);
+    struct Pass;  // one forward pass: the nodes, their topology, what to do with the state
+
+    void forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows, float *logits);
+    // Token mixer of one layer: x rows in, y rows (pre-o_proj head outputs) out.
+    void mix(CpuSequenceState &st, int layer, const Pass &pass);
+    void conv_and_gates(CpuSequenceState &st, int layer, const Pass &pass);
+    void apply_pending(CpuSequenceState &st, int layer, int hv, float *S) const;
+    void update_conv_cache(CpuSequenceState &st, int layer, const float *rows, int64_t row_stride,
+                           const int32_t *order, int32_t n) const;
 
     ModelConfig config_;
     ModelWeights weights_;

@@ -1,0 +1,203 @@
+// C API: drafters, speculative generation, and the tree verification primitive.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "api/guard.h"
+#include "api/handles.h"
+#include "api/params.h"
+#include "generate/rng.h"
+#include "generate/text_stream.h"
+#include "session/session.h"
+#include "spec/prompt_lookup.h"
+#include "spec/speculative.h"
+#include "tokenizer/tokenizer.h"
+
+using namespace specla;
+
+namespace {
+
+TreeAlgorithm algorithm_from(specla_tree_algorithm a) {
+    switch (a) {
+        case SPECLA_TREE_AUTO: return TreeAlgorithm::Auto;
+        case SPECLA_TREE_HYBRID: return TreeAlgorithm::Hybrid;
+        case SPECLA_TREE_PARALLEL_WY: return TreeAlgorithm::ParallelWY;
+    }
+    fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", int(a));
+}
+
+void fill_stats(const SpecStats &s, specla_spec_stats *out) {
+    if (!out) return;
+    specla_spec_stats r{};
+    r.steps = s.steps;
+    r.drafted = s.drafted;
+    r.accepted = s.accepted;
+    r.generated = s.generated;
+    r.mean_accepted_length = s.steps ? double(s.generated) / double(s.steps) : 0.0;
+    r.acceptance_rate = s.drafted ? double(s.accepted) / double(s.drafted) : 0.0;
+    static_assert(SPECLA_SPEC_MAX_DEPTH_STATS == kSpecMaxDepthStats, "depth statistics sizes differ");
+    std::copy(s.drafted_at_depth, s.drafted_at_depth + kSpecMaxDepthStats, r.drafted_at_depth);
+    std::copy(s.accepted_at_depth, s.accepted_at_depth + kSpecMaxDepthStats, r.accepted_at_depth);
+    *out = r;
+}
+
+std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *drafter, const int32_t *prompt,
+                                     size_t n_prompt, const specla_spec_params &p, TextStream &stream,
+                                     specla_spec_stats *stats_out) {
+    require_arg(drafter, "drafter");
+    require(drafter->model == session->model, SPECLA_ERR_INVALID_ARGUMENT,
+            "the drafter was created for another model than the session's");
+    require(p.max_draft_nodes >= 0 && p.max_draft_depth >= 0, SPECLA_ERR_INVALID_ARGUMENT,
+            "max_draft_nodes and max_draft_depth must not be negative");
+    require(p.generate.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
+    Session &s = *session->impl;
+    SpecOptions opts;
+    opts.gen.sampling = sampling_from_params(p.generate.sampling);
+    opts.gen.seed = p.generate.sampling.seed;
+    opts.gen.max_tokens = p.generate.max_tokens;
+    opts.gen.eos_token = p.generate.stop_at_eos ? s.config().eos_token_id : -1;
+    opts.gen.on_token = [&](int32_t t) { return stream.on_token(t); };
+    opts.budget.max_nodes = p.max_draft_nodes;
+    opts.budget.max_depth = p.max_draft_depth;
+    opts.algorithm = algorithm_from(p.tree_algorithm);
+    opts.deferred_commit = p.deferred_commit;
+    SpecStats stats;
+    auto out = generate_speculative(s, *drafter->impl, prompt, n_prompt, opts, stats);
+    stream.finish();
+    fill_stats(stats, stats_out);
+    return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+SPECLA_API specla_drafter_params specla_drafter_default_params(void) {
+    specla_drafter_params p{};
+    p.type = SPECLA_DRAFTER_PROMPT_LOOKUP;
+    p.min_ngram = 2;
+    p.max_ngram = 4;
+    p.max_draft_len = 8;
+    p.max_branches = 2;
+    return p;
+}
+
+SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla_drafter_params params,
+                                               specla_drafter **out) {
+    if (out) *out = nullptr;
+    return guarded([&] {
+        require_arg(model, "model");
+        require_arg(out, "out");
+        require(params.type == SPECLA_DRAFTER_PROMPT_LOOKUP, SPECLA_ERR_INVALID_ARGUMENT, "unknown drafter type ",
+                int(params.type));
+        require(params.min_ngram >= 1 && params.max_ngram >= params.min_ngram, SPECLA_ERR_INVALID_ARGUMENT,
+                "prompt lookup needs 1 <= min_ngram <= max_ngram (got ", params.min_ngram, ", ", params.max_ngram, ")");
+        require(params.max_draft_len >= 1 && params.max_branches >= 1, SPECLA_ERR_INVALID_ARGUMENT,
+                "max_draft_len and max_branches must be at least 1");
+        PromptLookupParams pl;
+        pl.min_n = params.min_ngram;
+        pl.max_n = params.max_ngram;
+        pl.max_draft_len = params.max_draft_len;
+        pl.max_branches = params.max_branches;
+        auto handle = std::make_unique<specla_drafter>();
+        handle->impl = std::make_unique<PromptLookupDrafter>(pl);
+        handle->model = model;
+        *out = handle.release();
+    });
+}
+
+SPECLA_API void specla_drafter_free(specla_drafter *drafter) { delete drafter; }
+
+SPECLA_API specla_spec_params specla_spec_default_params(void) {
+    specla_spec_params p{};
+    p.generate = specla_generate_default_params();
+    p.max_draft_nodes = 16;
+    p.max_draft_depth = 8;
+    p.tree_algorithm = SPECLA_TREE_AUTO;
+    p.deferred_commit = true;
+    return p;
+}
+
+SPECLA_API specla_status specla_generate_speculative(specla_session *session, specla_drafter *drafter,
+                                                     const int32_t *prompt, size_t n_prompt, specla_spec_params params,
+                                                     int32_t *out_tokens, size_t out_capacity, size_t *n_out,
+                                                     specla_spec_stats *stats) {
+    if (n_out) *n_out = 0;
+    return guarded([&] {
+        require_arg(session, "session");
+        require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
+        require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+                "out_tokens must not be NULL when out_capacity > 0");
+        require(out_capacity >= size_t(std::max(params.generate.max_tokens, 0)), SPECLA_ERR_CAPACITY,
+                "out_tokens holds ", out_capacity, " ids but max_tokens is ", params.generate.max_tokens);
+        TextStream stream(tokenizer_of(session->model), params.generate.on_token, params.generate.user_data,
+                          params.generate.stop_strings, params.generate.n_stop_strings);
+        auto out = run_speculative(session, drafter, prompt, n_prompt, params, stream, stats);
+        std::copy(out.begin(), out.end(), out_tokens);
+        if (n_out) *n_out = out.size();
+    });
+}
+
+SPECLA_API specla_status specla_generate_speculative_text(specla_session *session, specla_drafter *drafter,
+                                                          const char *prompt, specla_spec_params params,
+                                                          char **out_text, size_t *n_generated,
+                                                          specla_spec_stats *stats) {
+    if (out_text) *out_text = nullptr;
+    if (n_generated) *n_generated = 0;
+    return guarded([&] {
+        require_arg(session, "session");
+        require_arg(prompt, "prompt");
+        const Tokenizer *tok = tokenizer_of(session->model);
+        require(tok != nullptr, SPECLA_ERR_STATE, "this model has no tokenizer: generate from token ids instead");
+        const std::vector<int32_t> ids = tok->encode(prompt, tok->add_bos_default(), /*parse_special=*/true);
+        require(!ids.empty() || session->impl->n_past() > 0, SPECLA_ERR_INVALID_ARGUMENT,
+                "the prompt is empty and the session has no context to continue from");
+        TextStream stream(tok, params.generate.on_token, params.generate.user_data, params.generate.stop_strings,
+                          params.generate.n_stop_strings);
+        auto out = run_speculative(session, drafter, ids.data(), ids.size(), params, stream, stats);
+        if (out_text) {
+            const std::string &t = stream.text();
+            char *buf = static_cast<char *>(std::malloc(t.size() + 1));
+            if (!buf) throw std::bad_alloc();
+            std::memcpy(buf, t.c_str(), t.size() + 1);
+            *out_text = buf;
+        }
+        if (n_generated) *n_generated = out.size();
+    });
+}
+
+SPECLA_API specla_status specla_session_verify_tree(specla_session *session, const int32_t *tokens,
+                                                    const int32_t *parents, size_t n_nodes, const float *draft_dists,
+                                                    specla_sampling_params sampling, bool deferred_commit,
+                                                    int32_t *accepted_nodes, size_t *n_accepted, int32_t *bonus_token,
+                                                    float *node_logits) {
+    if (n_accepted) *n_accepted = 0;
+    return guarded([&] {
+        require_arg(session, "session");
+        require_arg(n_accepted, "n_accepted");
+        require_arg(bonus_token, "bonus_token");
+        if (n_nodes) {
+            require_arg(tokens, "tokens");
+            require_arg(parents, "parents");
+            require_arg(accepted_nodes, "accepted_nodes");
+        }
+        Session &s = *session->impl;
+        require(n_nodes <= size_t(s.limits().max_tree_nodes), SPECLA_ERR_INVALID_ARGUMENT, "draft tree of ", n_nodes,
+                " nodes exceeds the session's max_tree_nodes (", s.limits().max_tree_nodes, ")");
+        const SamplingConfig cfg = sampling_from_params(sampling);
+        const size_t vocab = size_t(s.config().vocab_size);
+        DraftTree tree;
+        tree.tokens.assign(tokens, tokens + n_nodes);
+        tree.parents.assign(parents, parents + n_nodes);
+        if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + n_nodes * vocab);
+        Rng rng(sampling.seed);
+        StepResult r = verify_accept_commit(s, tree, cfg, rng, deferred_commit, TreeAlgorithm::Auto,
+                                            node_logits != nullptr);
+        std::copy(r.accept.path.begin(), r.accept.path.end(), accepted_nodes);
+        *n_accepted = r.accept.path.size();
+        *bonus_token = r.accept.bonus;
+        if (node_logits) std::memcpy(node_logits, r.node_logits.data(), r.node_logits.size() * sizeof(float));
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,128 @@
+#include "backend/cpu/cpu_tree.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_gdn.h"
+#include "backend/cpu/cpu_ops.h"
+
+namespace specla {
+namespace cpu {
+
+TreePlan TreePlan::build(const int32_t *parents, int32_t n) {
+    TreePlan plan;
+    std::vector<int32_t> subtree(size_t(n), 1), heavy(size_t(n), -1);
+    for (int32_t i = n - 1; i >= 0; --i)
+        if (parents[i] >= 0) subtree[size_t(parents[i])] += subtree[size_t(i)];
+    // Heavy child: the child with the largest subtree (first in node order on ties).
+    for (int32_t i = 0; i < n; ++i) {
+        const int32_t p = parents[i];
+        if (p >= 0 && (heavy[size_t(p)] < 0 || subtree[size_t(i)] > subtree[size_t(heavy[size_t(p)])]))
+            heavy[size_t(p)] = i;
+    }
+    plan.snapshot_slot.assign(size_t(n), -1);
+    std::vector<int32_t> chain_wave_of_node(size_t(n), 0);
+    // Chain heads are the nodes that are not their parent's heavy child; by node order every
+    // head's parent lies in a chain whose head has a smaller index, so it is planned first.
+    for (int32_t i = 0; i < n; ++i) {
+        const int32_t p = parents[i];
+        // Children of the committed state all start from it: each heads a chain.
+        const bool is_head = p < 0 || heavy[size_t(p)] != i;
+        if (!is_head) continue;
+        Chain c;
+        c.start_parent = p;
+        for (int32_t v = i; v >= 0; v = heavy[size_t(v)]) c.nodes.push_back(v);
+        // A light child needs its parent's state materialised.
+        if (p >= 0 && plan.snapshot_slot[size_t(p)] < 0) plan.snapshot_slot[size_t(p)] = plan.n_snapshots++;
+        const int32_t wave = p < 0 ? 0 : chain_wave_of_node[size_t(p)] + 1;
+        for (int32_t v : c.nodes) chain_wave_of_node[size_t(v)] = wave;
+        plan.waves.push_back(wave);
+        plan.chains.push_back(std::move(c));
+    }
+    return plan;
+}
+
+void tree_recurrence_hybrid(const TreePlan &plan, const float *S, const HeadInputs &in, const HeadOutputs &out,
+                            float *scratch) {
+    const size_t KV = size_t(in.K) * size_t(in.V);
+    float *work = scratch;
+    float *snaps = scratch + KV;
+    for (const TreePlan::Chain &c : plan.chains) {
+        // Load the chain's starting state once; it stays resident while the chain advances.
+        const float *start = c.start_parent < 0 ? S : snaps + size_t(plan.snapshot_slot[size_t(c.start_parent)]) * KV;
+        std::memcpy(work, start, KV * sizeof(float));
+        for (int32_t v : c.nodes) {
+            gdn_step(work, in.K, in.V, in.q + v * in.q_stride, in.k + v * in.k_stride, in.v + v * in.v_stride,
+                     in.beta[v * in.gate_stride], in.g[v * in.gate_stride], out.o + v * out.o_stride,
+                     out.u + v * out.u_stride);
+            const int32_t slot = plan.snapshot_slot[size_t(v)];
+            if (slot >= 0) std::memcpy(snaps + size_t(slot) * KV, work, KV * sizeof(float));
+        }
+    }
+}
+
+size_t wy_scratch_floats(int32_t n, int32_t K, int32_t V) {
+    // gam[n], the solved rows X[n][K+V], one V-wide temporary.
+    return size_t(n) + size_t(n) * (size_t(K) + V) + size_t(V);
+}
+
+void tree_recurrence_wy(const float *S, const HeadInputs &in, const HeadOutputs &out, float *scratch) {
+    const int32_t n = in.n, K = in.K, V = in.V;
+    // The ancestor mask is implicit: every sum below walks the parent links of its node.
+    float *gam = scratch;                      // cumulative log decay along each node's path
+    float *Wk = gam + n;                       // rows: W_v (K floats) then U_v (V floats)
+    float *tmp = Wk + size_t(n) * (K + V);     // V floats
+    const int32_t *par = in.parents;
+
+    for (int32_t v = 0; v < n; ++v) gam[v] = in.g[v * in.gate_stride] + (par[v] >= 0 ? gam[par[v]] : 0.f);
+    // Forward substitution of (I + A) X = B with A[v][u] = beta_v (k_v . k_u) exp(gam_v - gam_u)
+    // for ancestors u; B_v = [beta_v exp(gam_v) k_v | beta_v v_v]. Topological order makes it
+    // one pass: each row needs only rows of its ancestors.
+    for (int32_t v = 0; v < n; ++v) {
+        const float beta = in.beta[v * in.gate_stride];
+        const float *kv = in.k + v * in.k_stride;
+        float *Xw = Wk + size_t(v) * (K + V), *Xu = Xw + K;
+        const float e = std::exp(gam[v]);
+        for (int32_t i = 0; i < K; ++i) Xw[i] = beta * e * kv[i];
+        const float *vv = in.v + v * in.v_stride;
+        for (int32_t j = 0; j < V; ++j) Xu[j] = beta * vv[j];
+        for (int32_t u = par[v]; u >= 0; u = par[u]) {
+            const float a = beta * dot(kv, in.k + u * in.k_stride, K) * std::exp(gam[v] - gam[u]);
+            const float *Yw = Wk + size_t(u) * (K + V);
+            for (int32_t i = 0; i < K + V; ++i) Xw[i] -= a * Yw[i];
+        }
+    }
+    // Vt_v = U_v - S^T W_v  (S is K x V, row i = key index): the residual of v's own path.
+    for (int32_t v = 0; v < n; ++v) {
+        const float *Xw = Wk + size_t(v) * (K + V), *Xu = Xw + K;
+        float *uo = out.u + v * out.u_stride;
+        std::memcpy(uo, Xu, size_t(V) * sizeof(float));
+        for (int32_t i = 0; i < K; ++i) {
+            const float w = Xw[i];
+            const float *Srow = S + size_t(i) * V;
+            for (int32_t j = 0; j < V; ++j) uo[j] -= w * Srow[j];
+        }
+    }
+    // o_v = exp(gam_v) S^T q_v + sum over u in path(v) of (q_v . k_u) exp(gam_v - gam_u) Vt_u.
+    for (int32_t v = 0; v < n; ++v) {
+        const float *qv = in.q + v * in.q_stride;
+        float *o = out.o + v * out.o_stride;
+        std::fill(tmp, tmp + V, 0.f);
+        for (int32_t i = 0; i < K; ++i) {
+            const float qi = qv[i];
+            const float *Srow = S + size_t(i) * V;
+            for (int32_t j = 0; j < V; ++j) tmp[j] += qi * Srow[j];
+        }
+        const float e = std::exp(gam[v]);
+        for (int32_t j = 0; j < V; ++j) o[j] = e * tmp[j];
+        for (int32_t u = v; u >= 0; u = par[u]) {
+            const float c = dot(qv, in.k + u * in.k_stride, K) * std::exp(gam[v] - gam[u]);
+            const float *Vt = out.u + u * out.u_stride;
+            for (int32_t j = 0; j < V; ++j) o[j] += c * Vt[j];
+        }
+    }
+}
+
+}  // namespace cpu
+}  // namespace specla

@@ -1,0 +1,30 @@
+// Acceptance rules over a verified tree: which path of the draft the target keeps, and the
+// target's own next token after it (the bonus). Greedy acceptance reproduces plain greedy
+// decoding token for token; sampled acceptance keeps the output distributed exactly as sampling
+// from the target (chains: Leviathan/Chen; trees: multi-round rejection over siblings).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+#include "generate/rng.h"
+#include "spec/draft_tree.h"
+
+namespace specla {
+
+struct AcceptResult {
+    std::vector<int32_t> path;  // accepted node indices, root to leaf (each the child of the previous)
+    int32_t bonus = -1;         // the target's token after the accepted path
+};
+
+// root_logits: the target's logits at the end of the context (judges the nodes with parent -1).
+// node_logits: row i = the target's logits after node i's path. Both vocab wide.
+AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab);
+
+// Sampling with temperature/top-k/top-p applied to the target (and used as given for the
+// drafter's rows). Uses tree.draft_dists when present, one-hot proposals otherwise.
+AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
+                            const SamplingConfig &sampling, Rng &rng);
+
+}  // namespace specla

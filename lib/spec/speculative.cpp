@@ -1,0 +1,89 @@
+#include "spec/speculative.h"
+
+#include <algorithm>
+
+#include "generate/rng.h"
+#include "spec/accept.h"
+#include "util/error.h"
+
+namespace specla {
+
+StepResult verify_accept_commit(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
+                                bool deferred, TreeAlgorithm algorithm, bool keep_logits) {
+    const int32_t vocab = session.config().vocab_size;
+    StepResult r;
+    std::vector<float> root(static_cast<size_t>(vocab));
+    r.node_logits.resize(size_t(tree.size()) * size_t(vocab));
+    session.verify(tree, algorithm, root.data(), r.node_logits.data());
+    r.accept = sampling.greedy() ? accept_greedy(tree, root.data(), r.node_logits.data(), vocab)
+                                 : accept_sampled(tree, root.data(), r.node_logits.data(), vocab, sampling, rng);
+    session.commit(r.accept.path, r.accept.bonus, deferred);
+    if (!keep_logits) r.node_logits.clear();
+    return r;
+}
+
+std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
+                                          const SpecOptions &opts, SpecStats &stats) {
+    const GenerateOptions &g = opts.gen;
+    require(g.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
+    require(opts.budget.max_nodes >= 0 && opts.budget.max_depth >= 0, SPECLA_ERR_INVALID_ARGUMENT,
+            "draft budget must not be negative");
+    validate_tokens(session.config(), prompt, n_prompt);
+    std::vector<int32_t> out;
+    if (n_prompt > 0) {
+        // All but the last prompt token as one block; the last one leads the first verification.
+        if (n_prompt > 1) session.eval(prompt, n_prompt - 1, LogitsRows::None, nullptr);
+        session.set_pending(prompt[n_prompt - 1]);
+    }
+    if (g.max_tokens == 0) return out;
+    const int32_t vocab = session.config().vocab_size;
+    Rng rng(g.seed);
+    DraftTree tree;
+    std::vector<float> root(static_cast<size_t>(vocab)), node_logits;
+    bool done = false;
+    while (!done) {
+        const int32_t remaining = g.max_tokens - int32_t(out.size());
+        DraftBudget budget = opts.budget;
+        budget.max_nodes = std::min(budget.max_nodes, session.limits().max_tree_nodes);
+        budget.max_depth = std::min(budget.max_depth, remaining - 1);  // path + bonus fit the budget
+        tree.clear();
+        if (budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session.context(), budget, tree);
+
+        node_logits.resize(size_t(tree.size()) * size_t(vocab));
+        session.verify(tree, opts.algorithm, root.data(), node_logits.data());
+        const AcceptResult acc =
+            g.sampling.greedy() ? accept_greedy(tree, root.data(), node_logits.data(), vocab)
+                                : accept_sampled(tree, root.data(), node_logits.data(), vocab, g.sampling, rng);
+
+        // Emit path tokens then the bonus, stopping at the first stop condition; the state keeps
+        // exactly what was emitted (the last emitted token becomes the pending one).
+        std::vector<int32_t> emit;
+        for (int32_t node : acc.path) emit.push_back(tree.tokens[size_t(node)]);
+        emit.push_back(acc.bonus);
+        size_t m = 0;
+        while (m < emit.size()) {
+            const int32_t t = emit[m++];
+            out.push_back(t);
+            const bool keep_going = !g.on_token || g.on_token(t);
+            if (!keep_going || t == g.eos_token || int32_t(out.size()) >= g.max_tokens) {
+                done = true;
+                break;
+            }
+        }
+        const std::vector<int32_t> kept_path(acc.path.begin(), acc.path.begin() + long(m - 1));
+        session.commit(kept_path, emit[m - 1], opts.deferred_commit);
+        drafter.observe_accepted(session.context());
+
+        ++stats.steps;
+        stats.drafted += tree.size();
+        stats.accepted += int64_t(kept_path.size());
+        stats.generated += int64_t(m);
+        const std::vector<int32_t> depth = node_depths(tree.parents.data(), tree.size());
+        for (int32_t d : depth)
+            if (d - 1 < kSpecMaxDepthStats) ++stats.drafted_at_depth[d - 1];
+        for (size_t d = 0; d < kept_path.size() && d < size_t(kSpecMaxDepthStats); ++d) ++stats.accepted_at_depth[d];
+    }
+    return out;
+}
+
+}  // namespace specla

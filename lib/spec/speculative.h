@@ -1,0 +1,46 @@
+// Speculative generation: each step the drafter proposes a tree after the context, the target
+// verifies all of it in one pass, the acceptance rule keeps a path plus the target's own next
+// token, and the path is committed from the verification's factors.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generate/generate.h"
+#include "session/session.h"
+#include "spec/accept.h"
+#include "spec/drafter.h"
+
+namespace specla {
+
+struct SpecOptions {
+    GenerateOptions gen;         // sampling, seed, token budget, EOS, streaming callback
+    DraftBudget budget;          // per step
+    bool deferred_commit = true;
+    TreeAlgorithm algorithm = TreeAlgorithm::Auto;
+};
+
+constexpr int kSpecMaxDepthStats = 32;
+
+struct SpecStats {
+    int64_t steps = 0;       // verification passes
+    int64_t drafted = 0;     // draft nodes submitted
+    int64_t accepted = 0;    // draft tokens accepted
+    int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation)
+    int64_t drafted_at_depth[kSpecMaxDepthStats] = {};   // nodes at depth d+1
+    int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
+};
+
+std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
+                                          const SpecOptions &opts, SpecStats &stats);
+
+// One verification step on a given tree (the low-level primitive): verify, accept with the
+// sampler (greedy or lossless sampling), commit the path, leave the bonus pending.
+struct StepResult {
+    AcceptResult accept;
+    std::vector<float> node_logits;  // n x vocab, filled when keep_logits
+};
+StepResult verify_accept_commit(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
+                                bool deferred, TreeAlgorithm algorithm, bool keep_logits);
+
+}  // namespace specla
