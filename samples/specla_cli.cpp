@@ -80,10 +80,28 @@ bool print_piece(int32_t, const char *piece, void *) {
     return true;
 }
 
+struct Speculation {
+    bool on = false;
+    specla_spec_params params = specla_spec_default_params();
+    specla_drafter_params drafter = specla_drafter_default_params();
+};
+
+void print_stats(const specla_spec_stats &st) {
+    std::fprintf(stderr, "[speculative: %lld passes, %lld drafted, %lld accepted (%.1f%%), %.2f tokens per pass]\n",
+                 (long long)st.steps, (long long)st.drafted, (long long)st.accepted, 100.0 * st.acceptance_rate,
+                 st.mean_accepted_length);
+}
+
 int run_generate(const Common &c, const std::string &tokens, const std::string &prompt, const std::string &prompt_file,
-                 specla_generate_params gp, const std::vector<std::string> &stops, bool quiet) {
+                 specla_generate_params gp, const std::vector<std::string> &stops, bool quiet, Speculation spec) {
     Loaded l;
     load(c, l);
+    specla_drafter *drafter = nullptr;
+    if (spec.on) {
+        const specla_status st = specla_drafter_create(l.model, spec.drafter, &drafter);
+        if (st != SPECLA_OK) die("cannot create the drafter", st);
+    }
+    specla_spec_stats stats{};
     std::vector<const char *> stop_ptrs;
     for (const auto &s : stops) stop_ptrs.push_back(s.c_str());
     gp.stop_strings = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
@@ -94,7 +112,14 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
     if (!tokens.empty()) {
         const std::vector<int32_t> ids = parse_ids(tokens);
         std::vector<int32_t> out(size_t(std::max(gp.max_tokens, 0)));
-        const specla_status st = specla_generate(l.session, ids.data(), ids.size(), gp, out.data(), out.size(), &n);
+        specla_status st;
+        if (drafter) {
+            spec.params.generate = gp;
+            st = specla_generate_speculative(l.session, drafter, ids.data(), ids.size(), spec.params, out.data(),
+                                             out.size(), &n, &stats);
+        } else {
+            st = specla_generate(l.session, ids.data(), ids.size(), gp, out.data(), out.size(), &n);
+        }
         if (st != SPECLA_OK) die("generation failed", st);
         for (size_t i = 0; i < n; ++i) std::printf(i ? ",%d" : "%d", out[i]);
         std::printf("\n");
@@ -111,12 +136,22 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
             text = ss.str();
         }
         gp.on_token = print_piece;
-        const specla_status st = specla_generate_text(l.session, text.c_str(), gp, nullptr, &n);
+        specla_status st;
+        if (drafter) {
+            spec.params.generate = gp;
+            st = specla_generate_speculative_text(l.session, drafter, text.c_str(), spec.params, nullptr, &n, &stats);
+        } else {
+            st = specla_generate_text(l.session, text.c_str(), gp, nullptr, &n);
+        }
         if (st != SPECLA_OK) die("generation failed", st);
         std::printf("\n");
     }
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (!quiet) std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
+    if (!quiet) {
+        std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
+        if (drafter) print_stats(stats);
+    }
+    specla_drafter_free(drafter);
     return 0;
 }
 
@@ -190,6 +225,16 @@ int main(int argc, char **argv) {
     gen->add_option("--stop", stops, "stop once the generated text contains this string (repeatable)");
     gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
     gen->add_flag("--quiet,-q", quiet, "no timing line on stderr");
+    Speculation spec;
+    gen->add_flag("--speculative,-s", spec.on, "speculative decoding with the prompt-lookup drafter (same output)");
+    gen->add_option("--draft-nodes", spec.params.max_draft_nodes, "draft nodes per verification")->capture_default_str();
+    gen->add_option("--draft-depth", spec.params.max_draft_depth, "deepest draft position")->capture_default_str();
+    gen->add_option("--ngram-min", spec.drafter.min_ngram, "prompt lookup: shortest n-gram")->capture_default_str();
+    gen->add_option("--ngram-max", spec.drafter.max_ngram, "prompt lookup: longest n-gram")->capture_default_str();
+    gen->add_option("--draft-branches", spec.drafter.max_branches, "prompt lookup: continuations kept as branches")
+        ->capture_default_str();
+    gen->add_flag("--no-deferred-commit", [&](int64_t) { spec.params.deferred_commit = false; },
+                  "apply accepted factors right away instead of inside the next pass");
 
     CLI::App *lg = app.add_subcommand("logits", "write the logits of every prompt position to a safetensors file");
     add_common(lg, log_c);
@@ -197,6 +242,6 @@ int main(int argc, char **argv) {
     lg->add_option("--out", out_path, "output .safetensors file (tensor 'logits' [n, vocab] F32)")->required();
 
     CLI11_PARSE(app, argc, argv);
-    if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet);
+    if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet, spec);
     return run_logits(log_c, log_tokens, out_path);
 }
