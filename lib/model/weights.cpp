@@ -1,11 +1,14 @@
 #include "model/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "util/error.h"
+#include "util/thread_pool.h"
 
 namespace specla {
 
@@ -141,21 +144,22 @@ struct SplitMix {
     float symmetric(float scale) { return (2.f * uniform() - 1.f) * scale; }
 };
 
-void fill_matrix(Matrix &m, int64_t rows, int64_t cols, WeightType t, float scale, uint64_t seed) {
+void fill_matrix(Matrix &m, int64_t rows, int64_t cols, WeightType t, float scale, uint64_t seed, ThreadPool &pool) {
     m.allocate(rows, cols, t);
     const int64_t n = rows * cols;
     // Chunks with their own streams so large matrices fill in parallel yet deterministically.
     const int64_t chunk = 1 << 16;
-#pragma omp parallel for schedule(static)
-    for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-        SplitMix rng{seed * 0x100000001b3ull + uint64_t(c0)};
-        const int64_t c1 = std::min(n, c0 + chunk);
-        for (int64_t i = c0; i < c1; ++i) {
-            const float x = rng.symmetric(scale);
-            if (t == WeightType::F32) m.f32[size_t(i)] = x;
-            else m.bf16[size_t(i)] = f32_to_bf16(x);
+    pool.parallel_for((n + chunk - 1) / chunk, [&](int64_t b, int64_t e) {
+        for (int64_t ci = b; ci < e; ++ci) {
+            const int64_t c0 = ci * chunk, c1 = std::min(n, c0 + chunk);
+            SplitMix rng{seed * 0x100000001b3ull + uint64_t(c0)};
+            for (int64_t i = c0; i < c1; ++i) {
+                const float x = rng.symmetric(scale);
+                if (t == WeightType::F32) m.f32[size_t(i)] = x;
+                else m.bf16[size_t(i)] = f32_to_bf16(x);
+            }
         }
-    }
+    });
 }
 
 HostVec<float> fill_vector(int64_t n, float center, float spread, SplitMix &rng) {
@@ -174,23 +178,24 @@ ModelWeights random_weights(const ModelConfig &c, uint64_t seed, WeightType t) {
     // Uniform(-a, a) has std a/sqrt(3); a = sqrt(3/fan_in) gives unit-variance outputs.
     auto scale = [](int64_t fan_in) { return std::sqrt(3.0f / float(fan_in)); };
 
+    ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
     ModelWeights w;
-    fill_matrix(w.embeddings, c.vocab_size, D, t, 1.0f, next_seed());
+    fill_matrix(w.embeddings, c.vocab_size, D, t, 1.0f, next_seed(), pool);
     w.layers.resize(size_t(c.num_layers));
     for (auto &L : w.layers) {
         L.attn_norm = fill_vector(D, 1.f, 0.2f, rng);
-        fill_matrix(L.in_proj, InProjLayout(c).rows, D, t, scale(D), next_seed());
+        fill_matrix(L.in_proj, InProjLayout(c).rows, D, t, scale(D), next_seed(), pool);
         if (c.use_short_conv) L.conv = fill_vector(c.conv_channels() * W, 0.f, 0.6f, rng);
         L.A_log = fill_vector(c.num_v_heads, 0.f, 1.0f, rng);
         L.dt_bias = fill_vector(c.num_v_heads, -2.f, 1.0f, rng);
         L.o_norm = fill_vector(c.head_v_dim, 1.f, 0.2f, rng);
-        fill_matrix(L.o_proj, D, VD, t, scale(VD) * 0.5f, next_seed());
+        fill_matrix(L.o_proj, D, VD, t, scale(VD) * 0.5f, next_seed(), pool);
         L.mlp_norm = fill_vector(D, 1.f, 0.2f, rng);
-        fill_matrix(L.gate_up, 2 * I, D, t, scale(D), next_seed());
-        fill_matrix(L.down, D, I, t, scale(I) * 0.5f, next_seed());
+        fill_matrix(L.gate_up, 2 * I, D, t, scale(D), next_seed(), pool);
+        fill_matrix(L.down, D, I, t, scale(I) * 0.5f, next_seed(), pool);
     }
     w.final_norm = fill_vector(D, 1.f, 0.2f, rng);
-    if (!c.tie_word_embeddings) fill_matrix(w.lm_head, c.vocab_size, D, t, scale(D), next_seed());
+    if (!c.tie_word_embeddings) fill_matrix(w.lm_head, c.vocab_size, D, t, scale(D), next_seed(), pool);
     return w;
 }
 

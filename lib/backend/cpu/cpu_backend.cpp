@@ -1,7 +1,5 @@
 #include "backend/cpu/cpu_backend.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,11 +25,12 @@ struct CpuBackend::Pass {
 
 CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t n_threads)
     : config_(config), weights_(std::move(weights)),
-      n_threads_(n_threads > 0 ? n_threads : std::max(1, omp_get_num_procs())) {}
+      n_threads_(n_threads > 0 ? n_threads : std::max(1, int(std::thread::hardware_concurrency()))) {}
 
 std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &limits) {
     const ModelConfig &c = config_;
     auto st = std::make_unique<CpuSequenceState>();
+    st->pool = std::make_unique<ThreadPool>(n_threads_);
     // A verification carries the not-yet-fed last token in front of the draft: one node more.
     st->factor_capacity = std::max(limits.max_tree_nodes, 1) + 1;
     st->capacity = std::max(std::max(limits.max_batch_tokens, 1), st->factor_capacity);
@@ -111,9 +110,8 @@ void CpuBackend::conv_and_gates(CpuSequenceState &st, int layer, const Pass &pas
 
     // Short causal conv + SiLU over the q|k|v channels. A node's window is its own path: the
     // node, its parent, ..., then the conv cache (never its neighbours in node order).
-    const int nt = n_threads_;
-#pragma omp parallel for schedule(static) num_threads(nt) if (int64_t(n) * CC >= 8192)
-    for (int32_t t = 0; t < n; ++t) {
+    auto conv_nodes = [&](int64_t t_begin, int64_t t_end) {
+      for (int32_t t = int32_t(t_begin); t < int32_t(t_end); ++t) {
         float *dst = st.mixed.data() + size_t(t) * CC;
         if (!c.use_short_conv) {
             for (int64_t ch = 0; ch < CC; ++ch) dst[ch] = cpu::silu(st.proj[size_t(t * P + ch)]);
@@ -136,7 +134,10 @@ void CpuBackend::conv_and_gates(CpuSequenceState &st, int layer, const Pass &pas
             for (int j = 0; j < W; ++j) acc += w[j] * taps[j][ch];
             dst[ch] = cpu::silu(acc);
         }
-    }
+      }
+    };
+    if (int64_t(n) * CC >= 8192) st.pool->parallel_for(n, conv_nodes);
+    else conv_nodes(0, n);
 
     // Per-node normalisation of q and k, gates of every value head.
     const float qscale = 1.f / std::sqrt(float(K));
@@ -162,7 +163,7 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
     const int64_t CC = c.conv_channels(), P = lay.rows, KD = c.key_dim(), VD = c.value_dim();
     const int32_t n = pass.n;
 
-    cpu::linear(L.in_proj, st.x.data(), n, st.proj.data(), n_threads_);
+    cpu::linear(L.in_proj, st.x.data(), n, st.proj.data(), *st.pool);
     conv_and_gates(st, layer, pass);
 
     const size_t F = size_t(st.factor_capacity);
@@ -186,9 +187,8 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
                                                                     : size_t(pass.plan.n_snapshots + 1) * K * V)
                     : 0;
     if (st.tree_scratch.size() < head_scratch * HV) st.tree_scratch.resize(head_scratch * HV);
-    const int nt = n_threads_;
-#pragma omp parallel for schedule(static) num_threads(nt) if (HV > 1)
-    for (int hv = 0; hv < HV; ++hv) {
+    auto heads = [&](int64_t h_begin, int64_t h_end) {
+      for (int hv = int(h_begin); hv < int(h_end); ++hv) {
         float *S = S_layer + size_t(hv) * K * V;
         const int kh = hv / group;
         // Deferred commit fused into this pass: the state is loaded here anyway.
@@ -213,7 +213,9 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
             cpu::gated_rmsnorm(st.o.data() + size_t(t) * VD + hv * V, L.o_norm.data(), z, V, c.norm_eps,
                                st.y.data() + size_t(t) * VD + hv * V);
         }
-    }
+      }
+    };
+    st.pool->parallel_for(HV, heads);
 }
 
 // The layers and the output head over the n rows of st.h (the callers gather the embeddings).
@@ -227,18 +229,18 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows
             cpu::rmsnorm(st.h.data() + t * D, L.attn_norm.data(), D, c.norm_eps, st.x.data() + t * D);
         mix(st, l, pass);
         // h += o_proj(y): the product lands in x (free now), then the residual add.
-        cpu::linear(L.o_proj, st.y.data(), n, st.x.data(), n_threads_);
+        cpu::linear(L.o_proj, st.y.data(), n, st.x.data(), *st.pool);
         for (int64_t i = 0; i < n * D; ++i) st.h[size_t(i)] += st.x[size_t(i)];
 
         for (int32_t t = 0; t < n; ++t)
             cpu::rmsnorm(st.h.data() + t * D, L.mlp_norm.data(), D, c.norm_eps, st.x.data() + t * D);
-        cpu::linear(L.gate_up, st.x.data(), n, st.ffn.data(), n_threads_);
+        cpu::linear(L.gate_up, st.x.data(), n, st.ffn.data(), *st.pool);
         for (int32_t t = 0; t < n; ++t) {
             float *gu = st.ffn.data() + size_t(t) * 2 * I;  // [gate | up] -> silu(gate) * up in place
             for (int64_t i = 0; i < I; ++i) gu[i] = cpu::silu(gu[i]) * gu[I + i];
         }
         // down(act): act rows live in the first I floats of each 2I-wide ffn row.
-        cpu::linear(L.down, 0, D, st.ffn.data(), n, 2 * I, st.x.data(), D, n_threads_);
+        cpu::linear(L.down, 0, D, st.ffn.data(), n, 2 * I, st.x.data(), D, *st.pool);
         for (int64_t i = 0; i < n * D; ++i) st.h[size_t(i)] += st.x[size_t(i)];
     }
     // Every layer has applied the deferred path by now.
@@ -250,7 +252,7 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows
     for (int32_t t = first; t < n; ++t)
         cpu::rmsnorm(st.h.data() + t * D, weights_.final_norm.data(), D, c.norm_eps, st.x.data() + t * D);
     const Matrix &out = weights_.output();
-    cpu::linear(out, 0, out.rows, st.x.data() + first * D, n - first, D, logits, out.rows, n_threads_);
+    cpu::linear(out, 0, out.rows, st.x.data() + first * D, n - first, D, logits, out.rows, *st.pool);
 }
 
 void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
@@ -306,15 +308,15 @@ void CpuBackend::flush_commit(SequenceState &state) {
     if (st.pending.empty()) return;
     const ModelConfig &c = config_;
     const int K = c.head_k_dim, V = c.head_v_dim;
-    const int nt = n_threads_;
     const int64_t units = int64_t(c.num_layers) * c.num_v_heads;
-#pragma omp parallel for schedule(static) num_threads(nt)
-    for (int64_t unit = 0; unit < units; ++unit) {
-        const int layer = int(unit / c.num_v_heads), hv = int(unit % c.num_v_heads);
-        float *S = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer()) +
-                   size_t(hv) * K * V;
-        apply_pending(st, layer, hv, S);
-    }
+    st.pool->parallel_for(units, [&](int64_t u0, int64_t u1) {
+        for (int64_t unit = u0; unit < u1; ++unit) {
+            const int layer = int(unit / c.num_v_heads), hv = int(unit % c.num_v_heads);
+            float *S = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer()) +
+                       size_t(hv) * K * V;
+            apply_pending(st, layer, hv, S);
+        }
+    });
     st.pending.clear();
     st.pending_set = -1;
 }

@@ -7,6 +7,7 @@
 
 #include "engine/backend.h"
 #include "memory/host_alloc.h"
+#include "util/thread_pool.h"
 
 namespace specla {
 
@@ -24,6 +25,7 @@ struct CpuFactorSet {
 struct CpuSequenceState : SequenceState {
     HostVec<float> recurrent;  // [L][HV][K][V]   (row i of a head's K x V block = key index i)
     HostVec<float> conv;       // [L][W-1][conv_channels], oldest input first
+    std::unique_ptr<ThreadPool> pool;  // this session's CPU workers
     int32_t capacity = 0;      // rows of activation scratch
     int32_t factor_capacity = 0;
 

@@ -1,5 +1,6 @@
 #include "backend/cpu/cpu_ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -35,64 +36,111 @@ inline float to_f32(uint16_t v) {
     return f;
 }
 
-// R rows of X against one weight row w: acc[r] = dot(w, X[r]). R is a compile-time constant so
-// the accumulators stay in registers and each weight vector is loaded once for all R rows.
-template <int R, typename T>
-inline void dot_rows(const T *w, const float *X, int64_t ldx, int64_t len, float *acc) {
+// A register tile: R rows of X against O consecutive weight rows, acc[r][o] = dot(W[o], X[r]).
+// R and O are compile-time constants so the R*O accumulators stay in registers; each weight
+// vector is loaded once for all R rows and each X vector once for all O outputs. Independent
+// accumulators also hide the FMA latency when R == 1 (decoding).
+template <int R, int O, typename T>
+inline void dot_tile(const T *W, int64_t ldw, const float *X, int64_t ldx, int64_t len, float (&acc)[R][O]) {
     int64_t i = 0;
 #ifdef SPECLA_CPU_AVX2
-    __m256 s[R];
-    for (int r = 0; r < R; ++r) s[r] = _mm256_setzero_ps();
+    __m256 s[R][O];
+    for (int r = 0; r < R; ++r)
+        for (int o = 0; o < O; ++o) s[r][o] = _mm256_setzero_ps();
     for (; i + 8 <= len; i += 8) {
-        const __m256 wv = load8(w + i);
-        for (int r = 0; r < R; ++r) s[r] = _mm256_fmadd_ps(wv, load8(X + r * ldx + i), s[r]);
+        __m256 wv[O];
+        for (int o = 0; o < O; ++o) wv[o] = load8(W + o * ldw + i);
+        for (int r = 0; r < R; ++r) {
+            const __m256 xv = load8(X + r * ldx + i);
+            for (int o = 0; o < O; ++o) s[r][o] = _mm256_fmadd_ps(wv[o], xv, s[r][o]);
+        }
     }
-    for (int r = 0; r < R; ++r) acc[r] = hsum(s[r]);
+    for (int r = 0; r < R; ++r)
+        for (int o = 0; o < O; ++o) acc[r][o] = hsum(s[r][o]);
 #else
-    for (int r = 0; r < R; ++r) acc[r] = 0.f;
+    for (int r = 0; r < R; ++r)
+        for (int o = 0; o < O; ++o) acc[r][o] = 0.f;
 #endif
-    for (; i < len; ++i) {
-        const float wv = to_f32(w[i]);
-        for (int r = 0; r < R; ++r) acc[r] += wv * X[r * ldx + i];
+    for (; i < len; ++i)
+        for (int o = 0; o < O; ++o) {
+            const float wv = to_f32(W[o * ldw + i]);
+            for (int r = 0; r < R; ++r) acc[r][o] += wv * X[r * ldx + i];
+        }
+}
+
+// Y rows [r0, r0+R) for outputs [o, o+O).
+template <int R, int O, typename T>
+inline void tile(const T *W, int64_t cols, int64_t o, int64_t o0, const float *X, int64_t r0, int64_t ldx, float *Y,
+                 int64_t ldy) {
+    float acc[R][O];
+    dot_tile<R, O>(W + o * cols, cols, X + r0 * ldx, ldx, cols, acc);
+    for (int r = 0; r < R; ++r)
+        for (int q = 0; q < O; ++q) Y[(r0 + r) * ldy + (o - o0) + q] = acc[r][q];
+}
+
+template <int O, typename T>
+inline void rows_tail(const T *W, int64_t cols, int64_t o, int64_t o0, const float *X, int64_t r0, int64_t rows,
+                      int64_t ldx, float *Y, int64_t ldy) {
+    switch (rows) {
+        case 3: tile<3, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
+        case 2: tile<2, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
+        case 1: tile<1, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
+        default: break;
     }
 }
 
 template <typename T>
 void linear_typed(const T *W, int64_t cols, int64_t o0, int64_t o1, const float *X, int64_t n, int64_t ldx,
-                  float *Y, int64_t ldy, int n_threads) {
+                  float *Y, int64_t ldy, ThreadPool &pool) {
     const int64_t outs = o1 - o0;
-    // Small problems run on the calling thread: a parallel region costs more than it saves.
-    const bool parallel = n_threads > 1 && outs * cols * n >= (1 << 15);
-#pragma omp parallel for schedule(static) num_threads(n_threads) if (parallel)
-    for (int64_t o = o0; o < o1; ++o) {
-        const T *w = W + o * cols;
-        float acc[4];
-        int64_t r = 0;
-        for (; r + 4 <= n; r += 4) {
-            dot_rows<4>(w, X + r * ldx, ldx, cols, acc);
-            for (int k = 0; k < 4; ++k) Y[(r + k) * ldy + (o - o0)] = acc[k];
-        }
-        for (; r < n; ++r) {
-            dot_rows<1>(w, X + r * ldx, ldx, cols, acc);
-            Y[r * ldy + (o - o0)] = acc[0];
-        }
+    // Small problems run on the calling thread: a fork-join costs more than it saves.
+    const bool parallel = pool.size() > 1 && outs * cols * n >= (1 << 15);
+    // Rows are taken in chunks so that a chunk of X stays in cache while the weights stream by.
+    constexpr int64_t kRowChunk = 32;
+    // Output groups: 4 per step when decoding one row, 2 per step under a 4-row tile.
+    const int64_t group = n == 1 ? 4 : 2;
+    const int64_t groups = outs / group;
+    for (int64_t c0 = 0; c0 < n; c0 += kRowChunk) {
+        const int64_t c1 = std::min(n, c0 + kRowChunk);
+        auto body = [&](int64_t g_begin, int64_t g_end) {
+          for (int64_t g = g_begin; g < g_end; ++g) {
+            const int64_t o = o0 + g * group;
+            const int64_t width = std::min(group, o1 - o);
+            if (width <= 0) continue;
+            if (width == 4) {
+                tile<1, 4>(W, cols, o, o0, X, c0, ldx, Y, ldy);  // n == 1
+            } else if (width == 2) {
+                int64_t r = c0;
+                for (; r + 4 <= c1; r += 4) tile<4, 2>(W, cols, o, o0, X, r, ldx, Y, ldy);
+                rows_tail<2>(W, cols, o, o0, X, r, c1 - r, ldx, Y, ldy);
+            } else {  // the last 1..3 outputs, one at a time
+                for (int64_t q = o; q < o + width; ++q) {
+                    int64_t r = c0;
+                    for (; r + 4 <= c1; r += 4) tile<4, 1>(W, cols, q, o0, X, r, ldx, Y, ldy);
+                    rows_tail<1>(W, cols, q, o0, X, r, c1 - r, ldx, Y, ldy);
+                }
+            }
+          }
+        };
+        if (parallel) pool.parallel_for(groups + 1, body);
+        else body(0, groups + 1);
     }
 }
 
 }  // namespace
 
 void linear(const Matrix &W, int64_t o0, int64_t o1, const float *X, int64_t n, int64_t ldx, float *Y,
-            int64_t ldy, int n_threads) {
+            int64_t ldy, ThreadPool &pool) {
     if (W.type == WeightType::F32)
-        linear_typed(W.f32.data(), W.cols, o0, o1, X, n, ldx, Y, ldy, n_threads);
+        linear_typed(W.f32.data(), W.cols, o0, o1, X, n, ldx, Y, ldy, pool);
     else
-        linear_typed(W.bf16.data(), W.cols, o0, o1, X, n, ldx, Y, ldy, n_threads);
+        linear_typed(W.bf16.data(), W.cols, o0, o1, X, n, ldx, Y, ldy, pool);
 }
 
 float dot(const float *a, const float *b, int64_t n) {
-    float acc;
-    dot_rows<1>(a, b, 0, n, &acc);
-    return acc;
+    float acc[1][1];
+    dot_tile<1, 1>(a, 0, b, 0, n, acc);
+    return acc[0][0];
 }
 
 void rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "model/weights.h"
+#include "util/thread_pool.h"
 
 namespace specla {
 namespace cpu {
@@ -12,10 +13,10 @@ namespace cpu {
 // Y[r, o] = sum_i W[o, i] * X[r, i] for r < n rows and the output rows [o0, o1) of W.
 // X rows are `ldx` floats apart, Y rows `ldy` floats apart; Y[r, o] is written at Y + r*ldy + (o - o0).
 void linear(const Matrix &W, int64_t o0, int64_t o1, const float *X, int64_t n, int64_t ldx, float *Y,
-            int64_t ldy, int n_threads);
+            int64_t ldy, ThreadPool &pool);
 
-inline void linear(const Matrix &W, const float *X, int64_t n, float *Y, int n_threads) {
-    linear(W, 0, W.rows, X, n, W.cols, Y, W.rows, n_threads);
+inline void linear(const Matrix &W, const float *X, int64_t n, float *Y, ThreadPool &pool) {
+    linear(W, 0, W.rows, X, n, W.cols, Y, W.rows, pool);
 }
 
 float dot(const float *a, const float *b, int64_t n);

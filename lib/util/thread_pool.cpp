@@ -1,0 +1,87 @@
+#include "util/thread_pool.h"
+
+#include <algorithm>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPECLA_PAUSE() _mm_pause()
+#else
+#define SPECLA_PAUSE() std::this_thread::yield()
+#endif
+
+namespace specla {
+namespace {
+// Spin iterations before a worker sleeps: long enough to bridge the gap between two jobs of
+// one forward pass (microseconds), short enough not to hold a core when the session is idle.
+constexpr int kSpinIterations = 1 << 14;
+constexpr int kChunksPerThread = 4;
+
+uint32_t claim_gen(uint64_t w) { return uint32_t(w >> 32); }
+uint32_t claim_total(uint64_t w) { return uint32_t(w >> 16) & 0xffffu; }
+uint32_t claim_next(uint64_t w) { return uint32_t(w) & 0xffffu; }
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) {
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_.store(true);
+        generation_.fetch_add(1);
+    }
+    wake_.notify_all();
+    for (auto &t : workers_) t.join();
+}
+
+void ThreadPool::work_on(uint32_t gen) {
+    for (;;) {
+        uint64_t w = claim_.load(std::memory_order_acquire);
+        if (claim_gen(w) != gen || claim_next(w) >= claim_total(w)) return;
+        if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
+        const int64_t chunks = claim_total(w), c = claim_next(w);
+        const int64_t b = n_ * c / chunks, e = n_ * (c + 1) / chunks;
+        if (b < e) task_(ctx_, b, e);
+        done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::run(int64_t n, Task task, void *ctx) {
+    const uint32_t chunks = uint32_t(std::min<int64_t>(n, int64_t(size()) * kChunksPerThread));
+    const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
+    task_ = task, ctx_ = ctx, n_ = n;
+    done_chunks_.store(0, std::memory_order_relaxed);
+    claim_.store((uint64_t(gen) << 32) | (uint64_t(chunks) << 16), std::memory_order_release);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);  // pairs with the sleeping workers' wait
+        generation_.store(gen, std::memory_order_release);
+    }
+    wake_.notify_all();
+    work_on(gen);
+    for (int spins = 0; done_chunks_.load(std::memory_order_acquire) != int(chunks); ++spins) {
+        if (spins < kSpinIterations) SPECLA_PAUSE();
+        else std::this_thread::yield();
+    }
+}
+
+void ThreadPool::worker_loop() {
+    uint32_t seen = 0;
+    for (;;) {
+        int spins = 0;
+        uint32_t g;
+        while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+            if (++spins < kSpinIterations) {
+                SPECLA_PAUSE();
+                continue;
+            }
+            std::unique_lock<std::mutex> lock(mutex_);
+            wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        }
+        seen = g;
+        if (stop_.load()) return;
+        work_on(g);
+    }
+}
+
+}  // namespace specla
