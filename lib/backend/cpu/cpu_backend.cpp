@@ -18,7 +18,6 @@ struct CpuBackend::Pass {
     const int32_t *parents = nullptr;  // null: chain
     bool verify = false;
     TreeAlgorithm algorithm = TreeAlgorithm::Hybrid;
-    int32_t factor_set = -1;           // verify: where factors go
     cpu::TreePlan plan;                // verify + hybrid
     int32_t parent(int32_t t) const { return parents ? parents[t] : t - 1; }
 };
@@ -47,12 +46,11 @@ std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &lim
     st->ffn.resize(rows * size_t(2 * c.intermediate_size));
     st->beta.resize(rows * size_t(c.num_v_heads));
     st->glog.resize(rows * size_t(c.num_v_heads));
-    for (CpuFactorSet &f : st->factors) {
-        f.k.resize(L * F * size_t(c.key_dim()));
-        f.u.resize(L * F * size_t(c.value_dim()));
-        f.g.resize(L * F * size_t(c.num_v_heads));
-        f.pre.resize(L * F * size_t(c.conv_channels()));
-    }
+    CpuFactorSet &f = st->factors;
+    f.k.resize(L * F * size_t(c.key_dim()));
+    f.u.resize(L * F * size_t(c.value_dim()));
+    f.g.resize(L * F * size_t(c.num_v_heads));
+    f.pre.resize(L * F * size_t(c.conv_channels()));
     return st;
 }
 
@@ -61,14 +59,14 @@ void CpuBackend::reset_state(SequenceState &state) {
     std::fill(st.recurrent.begin(), st.recurrent.end(), 0.f);
     std::fill(st.conv.begin(), st.conv.end(), 0.f);
     st.pending.clear();
-    st.pending_set = st.verified_set = -1;
+    st.verified = false;
 }
 
 // S <- exp(g_t) S + k_t u_t^T for each pending path node, in path order.
 void CpuBackend::apply_pending(CpuSequenceState &st, int layer, int hv, float *S) const {
     if (st.pending.empty()) return;
     const ModelConfig &c = config_;
-    const CpuFactorSet &f = st.factors[st.pending_set];
+    const CpuFactorSet &f = st.factors;
     const size_t F = size_t(st.factor_capacity);
     const int kh = hv / c.v_heads_per_k_head();
     for (int32_t node : st.pending) {
@@ -167,18 +165,8 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
     conv_and_gates(st, layer, pass);
 
     const size_t F = size_t(st.factor_capacity);
-    CpuFactorSet *fs = pass.verify ? &st.factors[pass.factor_set] : nullptr;
-    if (fs) {
-        // Factors that do not depend on the recurrence: keys, decays, pre-conv inputs.
-        for (int32_t t = 0; t < n; ++t) {
-            const size_t row = size_t(layer) * F + size_t(t);
-            std::memcpy(fs->k.data() + row * KD, st.mixed.data() + size_t(t) * CC + KD, size_t(KD) * sizeof(float));
-            std::memcpy(fs->g.data() + row * HV, st.glog.data() + size_t(t) * HV, size_t(HV) * sizeof(float));
-            std::memcpy(fs->pre.data() + row * CC, st.proj.data() + size_t(t) * P, size_t(CC) * sizeof(float));
-        }
-    } else {
-        update_conv_cache(st, layer, st.proj.data(), P, nullptr, n);
-    }
+    CpuFactorSet *fs = pass.verify ? &st.factors : nullptr;
+    if (!fs) update_conv_cache(st, layer, st.proj.data(), P, nullptr, n);
 
     float *S_layer = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer());
     const int group = c.v_heads_per_k_head();
@@ -216,6 +204,16 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
       }
     };
     st.pool->parallel_for(HV, heads);
+    if (fs) {
+        // The factors that do not depend on the recurrence (keys, decays, pre-conv inputs) are
+        // stored only now: the heads above read the deferred path's rows of this layer first.
+        for (int32_t t = 0; t < n; ++t) {
+            const size_t row = size_t(layer) * F + size_t(t);
+            std::memcpy(fs->k.data() + row * KD, st.mixed.data() + size_t(t) * CC + KD, size_t(KD) * sizeof(float));
+            std::memcpy(fs->g.data() + row * HV, st.glog.data() + size_t(t) * HV, size_t(HV) * sizeof(float));
+            std::memcpy(fs->pre.data() + row * CC, st.proj.data() + size_t(t) * P, size_t(CC) * sizeof(float));
+        }
+    }
 }
 
 // The layers and the output head over the n rows of st.h (the callers gather the embeddings).
@@ -245,7 +243,6 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows
     }
     // Every layer has applied the deferred path by now.
     st.pending.clear();
-    st.pending_set = -1;
 
     if (rows == LogitsRows::None) return;
     const int32_t first = rows == LogitsRows::All ? 0 : n - 1;
@@ -262,7 +259,7 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
             " tokens exceeds the state's capacity ", st.capacity);
     Pass pass;
     pass.n = n;
-    st.verified_set = -1;  // the state moves on: earlier verification results no longer apply
+    st.verified = false;  // the state moves on: earlier verification results no longer apply
     for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
     forward(st, pass, rows, logits);
 }
@@ -278,28 +275,26 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.verify = true;
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
     if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
-    pass.factor_set = st.pending_set == 0 ? 1 : 0;
     for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
     forward(st, pass, LogitsRows::All, logits);
-    st.verified_set = pass.factor_set;
+    st.verified = true;
     st.verified_nodes = n;
 }
 
 void CpuBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) {
     auto &st = static_cast<CpuSequenceState &>(state);
-    require(st.verified_set >= 0, SPECLA_ERR_STATE, "no verified tree to commit from");
+    require(st.verified, SPECLA_ERR_STATE, "no verified tree to commit from");
     for (int32_t i = 0; i < n; ++i)
         require(nodes[i] >= 0 && nodes[i] < st.verified_nodes, SPECLA_ERR_INTERNAL, "commit_path: node ", nodes[i],
                 " is not in the verified tree");
     const ModelConfig &c = config_;
-    const CpuFactorSet &f = st.factors[st.verified_set];
+    const CpuFactorSet &f = st.factors;
     const size_t F = size_t(st.factor_capacity);
     // The conv cache takes the path's last pre-conv inputs now: it is tiny.
     for (int l = 0; l < c.num_layers; ++l)
         update_conv_cache(st, l, f.pre.data() + size_t(l) * F * c.conv_channels(), c.conv_channels(), nodes, n);
     st.pending.assign(nodes, nodes + n);
-    st.pending_set = st.verified_set;
-    st.verified_set = -1;
+    st.verified = false;
     if (!deferred) flush_commit(st);
 }
 
@@ -318,7 +313,6 @@ void CpuBackend::flush_commit(SequenceState &state) {
         }
     });
     st.pending.clear();
-    st.pending_set = -1;
 }
 
 void CpuBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {

@@ -33,13 +33,12 @@ struct CpuSequenceState : SequenceState {
     HostVec<float> h, x, proj, mixed, o, y, ffn;
     HostVec<float> beta, glog;  // [rows][HV]
 
-    // Two factor sets: a verification writes one while the pending (deferred) path of the
-    // previous verification is still read from the other.
-    CpuFactorSet factors[2];
-    int32_t verified_set = -1;      // set written by the last verify_tree, until committed
+    // One factor set: a verification first applies the deferred path (read from these rows) and
+    // only then overwrites the rows of that layer, so no second set is needed.
+    CpuFactorSet factors;
+    bool verified = false;          // factors hold an uncommitted verification
     int32_t verified_nodes = 0;
-    int32_t pending_set = -1;       // set holding the deferred path
-    std::vector<int32_t> pending;   // deferred path (node indices of pending_set)
+    std::vector<int32_t> pending;   // deferred path (node indices into factors)
     HostVec<float> tree_scratch;    // per value head: hybrid snapshots or WY workspace
 };
 
