@@ -21,7 +21,8 @@ int32_t Backend::decode_and_sample(SequenceState &state, int32_t token, const Sa
     return sample_token(row, vocab, sampling, u);
 }
 
-void Backend::verify_tree(SequenceState &, const int32_t *, const int32_t *, int32_t, TreeAlgorithm, float *) {
+void Backend::verify_tree(SequenceState &, const int32_t *, const int32_t *, int32_t, TreeAlgorithm,
+                          const VerifyOutputs &) {
     fail(SPECLA_ERR_UNSUPPORTED, "speculative verification is not available on this backend yet");
 }
 
@@ -30,5 +31,11 @@ void Backend::commit_path(SequenceState &, const int32_t *, int32_t, bool) {
 }
 
 void Backend::flush_commit(SequenceState &) {}
+
+void Backend::copy_state(SequenceState &, SequenceState &) {
+    fail(SPECLA_ERR_UNSUPPORTED, "copying a session state is not available on this backend yet");
+}
+
+SessionMemory Backend::session_memory(const SequenceState &) const { return {}; }
 
 }  // namespace specla

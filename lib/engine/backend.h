@@ -35,6 +35,20 @@ struct SamplingConfig {
     bool greedy() const { return temperature <= 0.f || top_k == 1; }
 };
 
+// Where a verification's results go (host memory, one row per node); either may be null. A
+// greedy acceptance needs only the argmax, which a GPU backend computes without copying logits.
+struct VerifyOutputs {
+    float *logits = nullptr;   // n x vocab
+    int32_t *argmax = nullptr; // n
+};
+
+// Bytes one session holds on its backend.
+struct SessionMemory {
+    size_t state_bytes = 0;    // recurrent state + conv cache: what plain decoding needs
+    size_t factor_bytes = 0;   // per-node commit factors for max_tree_nodes (+ the pending token)
+    size_t scratch_bytes = 0;  // activations of one pass
+};
+
 struct MemoryStats {
     size_t weight_bytes = 0;           // weights resident on the backend
     size_t arena_reserved_bytes = 0;   // device memory taken in blocks (CUDA)
@@ -75,11 +89,11 @@ public:
 
     // Speculative verification: evaluate every node of a draft tree (topological, parents[i] < i,
     // -1 = child of the committed context) on top of the committed state without changing it,
-    // writing all n rows of logits (host) and keeping per-node factors (normalised key, delta
+    // writing the requested per-node outputs (host) and keeping per-node factors (normalised key, delta
     // residual, log decay, pre-conv inputs) for commit_path. Pending factors of an earlier
     // deferred commit are applied first, inside the same pass. 1 <= n <= max_tree_nodes.
     virtual void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
-                             TreeAlgorithm algorithm, float *logits);
+                             TreeAlgorithm algorithm, const VerifyOutputs &out);
     // Make the nodes of a root-to-leaf path of the last verified tree part of the committed
     // state, from the stored factors (no token is recomputed). The conv cache is updated at
     // once; the recurrent state either at once or, when `deferred`, inside the next pass that
@@ -91,6 +105,13 @@ public:
     virtual void read_recurrent_state(SequenceState &state, int32_t layer, float *out) = 0;
 
     virtual MemoryStats memory_stats() const = 0;
+
+    // Copy the committed state (recurrent state and conv cache, pending factors applied first)
+    // of one sequence into another of the same backend (benchmark baselines, forking).
+    virtual void copy_state(SequenceState &from, SequenceState &to);
+    virtual SessionMemory session_memory(const SequenceState &state) const;
+    // Wait until the state's queued device work is done (timing); CPU work is synchronous.
+    virtual void synchronize(SequenceState &state) {}
 };
 
 std::unique_ptr<Backend> create_cpu_backend(const ModelConfig &config, ModelWeights weights, int32_t n_threads);

@@ -110,7 +110,9 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root
             backend_parents_.push_back(tree.parents[size_t(i)] + 1);
         }
         verify_logits_.resize(size_t(n + 1) * size_t(vocab));
-        be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, verify_logits_.data());
+        VerifyOutputs out;
+        out.logits = verify_logits_.data();
+        be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, out);
         std::memcpy(root_logits, verify_logits_.data(), size_t(vocab) * sizeof(float));
         if (n) std::memcpy(node_logits, verify_logits_.data() + vocab, size_t(n) * size_t(vocab) * sizeof(float));
         verified_with_pending_ = true;
@@ -118,7 +120,9 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root
         require(last_logits_valid_, SPECLA_ERR_STATE,
                 "the session has no logits for its last token: evaluate a prompt first");
         std::memcpy(root_logits, last_logits_.data(), size_t(vocab) * sizeof(float));
-        if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, node_logits);
+        VerifyOutputs out;
+        out.logits = node_logits;
+        if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, out);
         verified_with_pending_ = false;
     }
     verified_tokens_ = tree.tokens;

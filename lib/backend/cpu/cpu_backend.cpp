@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tree.h"
+#include "generate/sampler.h"
 #include "util/error.h"
 
 namespace specla {
@@ -265,7 +266,7 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
 }
 
 void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
-                             TreeAlgorithm algorithm, float *logits) {
+                             TreeAlgorithm algorithm, const VerifyOutputs &out) {
     auto &st = static_cast<CpuSequenceState &>(state);
     require(n >= 1 && n <= st.factor_capacity, SPECLA_ERR_INTERNAL, "verify_tree: ", n,
             " nodes exceed the session's max_tree_nodes capacity ", st.factor_capacity);
@@ -276,7 +277,15 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
     if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
     for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
+    const size_t vocab = size_t(config_.vocab_size);
+    float *logits = out.logits;
+    if (!logits) {
+        st.verify_logits.resize(size_t(n) * vocab);
+        logits = st.verify_logits.data();
+    }
     forward(st, pass, LogitsRows::All, logits);
+    if (out.argmax)
+        for (int32_t t = 0; t < n; ++t) out.argmax[t] = argmax(logits + size_t(t) * vocab, int32_t(vocab));
     st.verified = true;
     st.verified_nodes = n;
 }
@@ -332,6 +341,27 @@ MemoryStats CpuBackend::memory_stats() const {
     add(weights_.embeddings);
     add(weights_.lm_head);
     for (const auto &L : weights_.layers) add(L.in_proj), add(L.o_proj), add(L.gate_up), add(L.down);
+    return m;
+}
+
+void CpuBackend::copy_state(SequenceState &from, SequenceState &to) {
+    auto &a = static_cast<CpuSequenceState &>(from);
+    auto &b = static_cast<CpuSequenceState &>(to);
+    flush_commit(a);
+    b.recurrent = a.recurrent;
+    b.conv = a.conv;
+    b.pending.clear();
+    b.verified = false;
+}
+
+SessionMemory CpuBackend::session_memory(const SequenceState &state) const {
+    const auto &st = static_cast<const CpuSequenceState &>(state);
+    SessionMemory m;
+    auto bytes = [](const HostVec<float> &v) { return v.capacity() * sizeof(float); };
+    m.state_bytes = bytes(st.recurrent) + bytes(st.conv);
+    m.factor_bytes = bytes(st.factors.k) + bytes(st.factors.u) + bytes(st.factors.g) + bytes(st.factors.pre);
+    m.scratch_bytes = bytes(st.h) + bytes(st.x) + bytes(st.proj) + bytes(st.mixed) + bytes(st.o) + bytes(st.y) +
+                      bytes(st.ffn) + bytes(st.beta) + bytes(st.glog) + bytes(st.tree_scratch) + bytes(st.verify_logits);
     return m;
 }
 

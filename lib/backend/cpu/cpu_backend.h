@@ -31,6 +31,7 @@ struct CpuSequenceState : SequenceState {
 
     // Activation scratch, `capacity` rows each.
     HostVec<float> h, x, proj, mixed, o, y, ffn;
+    HostVec<float> verify_logits;  // verification logits when the caller wants only argmax
     HostVec<float> beta, glog;  // [rows][HV]
 
     // One factor set: a verification first applies the deferred path (read from these rows) and
@@ -53,11 +54,13 @@ public:
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
                     float *logits) override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
-                     TreeAlgorithm algorithm, float *logits) override;
+                     TreeAlgorithm algorithm, const VerifyOutputs &out) override;
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
     void flush_commit(SequenceState &state) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
     MemoryStats memory_stats() const override;
+    void copy_state(SequenceState &from, SequenceState &to) override;
+    SessionMemory session_memory(const SequenceState &state) const override;
 
     const ModelWeights &weights() const { return weights_; }
     int32_t n_threads() const { return n_threads_; }

@@ -1,0 +1,262 @@
+// Speculative-verification benchmark at the engine level, on any backend, with random weights of
+// a chosen shape. Every ratio is measured side by side in one run (medians of repeats):
+//   P2  chain of 16 candidates verified in one pass vs one plain decoding step
+//   P3  tree verification (hybrid, parallel WY) vs root-to-leaf replay (each path as its own pass
+//       from a copy of the committed state) at top-k 4 / depth 4 / 32 nodes and top-k 2 / depth 12
+//       / 16 nodes
+//   P4  commit of 8 accepted tokens from factors vs token replay (the 8 tokens as one pass)
+//   P5  verify + deferred commit vs verify + separate commit, per speculative step
+//   P8  memory per session with a 16-node tree vs the plain-decoding state (and vs snapshots)
+//
+//   bench_verify [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "model/model.h"
+#include "model/weights.h"
+
+using namespace specla;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ModelConfig shape_config(const std::string &shape) {
+    ModelConfig c;
+    if (shape == "gdn-1.3b") {
+        c.vocab_size = 32000, c.hidden_size = 2048, c.num_layers = 24, c.num_heads = 8, c.num_v_heads = 8;
+        c.head_k_dim = 256, c.head_v_dim = 256, c.conv_size = 4, c.intermediate_size = 5632;
+    } else if (shape == "pycode") {
+        c.vocab_size = 8192, c.hidden_size = 384, c.num_layers = 8, c.num_heads = 2, c.num_v_heads = 2;
+        c.head_k_dim = 128, c.head_v_dim = 256, c.conv_size = 4, c.intermediate_size = 1024;
+    } else if (shape == "small") {
+        c.vocab_size = 512, c.hidden_size = 128, c.num_layers = 2, c.num_heads = 2, c.num_v_heads = 2;
+        c.head_k_dim = 32, c.head_v_dim = 64, c.conv_size = 4, c.intermediate_size = 256;
+    } else {
+        std::fprintf(stderr, "unknown shape %s (gdn-1.3b, pycode, small)\n", shape.c_str());
+        std::exit(2);
+    }
+    return c;
+}
+
+struct Tree {
+    std::vector<int32_t> tokens, parents;
+    void add(int32_t tok, int32_t parent) { tokens.push_back(tok), parents.push_back(parent); }
+    int32_t size() const { return int32_t(tokens.size()); }
+    std::vector<int32_t> path_to(int32_t v) const {
+        std::vector<int32_t> p;
+        for (; v >= 0; v = parents[size_t(v)]) p.push_back(v);
+        return {p.rbegin(), p.rend()};
+    }
+    std::vector<int32_t> leaves() const {
+        std::vector<char> has_child(tokens.size(), 0);
+        for (int32_t p : parents)
+            if (p >= 0) has_child[size_t(p)] = 1;
+        std::vector<int32_t> out;
+        for (int32_t i = 0; i < size(); ++i)
+            if (!has_child[size_t(i)]) out.push_back(i);
+        return out;
+    }
+};
+
+// Breadth-first top-k expansion up to `depth`, truncated at `nodes`: the shape a top-k drafter
+// builds before pruning.
+Tree topk_tree(int k, int depth, int nodes, int32_t vocab) {
+    Tree t;
+    std::vector<int32_t> frontier = {-1};
+    for (int d = 0; d < depth && t.size() < nodes; ++d) {
+        std::vector<int32_t> next;
+        for (int32_t p : frontier)
+            for (int c = 0; c < k && t.size() < nodes; ++c) {
+                t.add(int32_t((t.size() * 7919 + 13) % vocab), p);
+                next.push_back(t.size() - 1);
+            }
+        frontier = next;
+    }
+    return t;
+}
+
+// A main chain of `depth` with k-1 alternatives at the first levels until `nodes`: the shape of a
+// confident top-k 2 drafter (deep and thin).
+Tree deep_tree(int k, int depth, int nodes, int32_t vocab) {
+    Tree t;
+    int32_t prev = -1;
+    std::vector<int32_t> chain;
+    for (int d = 0; d < depth; ++d) {
+        t.add(int32_t((d * 104729 + 7) % vocab), prev);
+        prev = t.size() - 1;
+        chain.push_back(prev);
+    }
+    for (int d = 0; t.size() < nodes && d < depth; ++d)
+        for (int c = 1; c < k && t.size() < nodes; ++c)
+            t.add(int32_t((t.size() * 31 + 5) % vocab), d == 0 ? -1 : chain[size_t(d - 1)]);
+    return t;
+}
+
+double median_ms(int reps, const std::function<void()> &fn, const std::function<void()> &sync) {
+    std::vector<double> v;
+    fn();  // warm-up
+    sync();
+    for (int r = 0; r < reps; ++r) {
+        const auto t0 = Clock::now();
+        fn();
+        sync();
+        v.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    }
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    std::string shape = "pycode", backend = "cpu";
+    int threads = 0, reps = 20;
+    for (int i = 1; i < argc; ++i) {
+        auto next = [&] { return i + 1 < argc ? argv[++i] : ""; };
+        if (!std::strcmp(argv[i], "--shape")) shape = next();
+        else if (!std::strcmp(argv[i], "--backend")) backend = next();
+        else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
+        else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(next());
+        else {
+            std::fprintf(stderr, "usage: %s [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]\n", argv[0]);
+            return 2;
+        }
+    }
+    const ModelConfig cfg = shape_config(shape);
+    ModelOptions opts;
+    opts.backend = backend == "cuda" ? SPECLA_BACKEND_CUDA : SPECLA_BACKEND_CPU;
+    opts.n_threads = threads;
+    std::shared_ptr<Model> model;
+    try {
+        model = Model::from_weights(cfg, random_weights(cfg, 42, WeightType::BF16), opts);
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "cannot build the model: %s\n", e.what());
+        return 1;
+    }
+    Backend &be = model->backend();
+    const int32_t vocab = cfg.vocab_size;
+    SessionLimits lim;
+    lim.max_tree_nodes = 32;
+    lim.max_batch_tokens = 64;
+    auto base = be.create_state(lim), work = be.create_state(lim);
+    auto sync = [&] { be.synchronize(*work); };
+    std::vector<int32_t> prompt(64);
+    for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = int32_t((i * 2654435761u) % uint32_t(vocab));
+    be.eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
+    std::vector<float> logits(size_t(64) * vocab);
+    std::vector<int32_t> argmax(64);
+    VerifyOutputs greedy_out;
+    greedy_out.argmax = argmax.data();
+
+    std::printf("shape %s, backend %s, reps %d (median ms)\n", shape.c_str(), backend.c_str(), reps);
+    std::printf("| measure | ms | ratio | target |\n|---|---|---|---|\n");
+
+    // P2: one plain step vs a 16-candidate chain, both on a copy of the same state.
+    be.copy_state(*base, *work);
+    int32_t tok = prompt.back();
+    const double step = median_ms(reps, [&] { tok = be.decode_and_sample(*work, tok, SamplingConfig{}, 0.5, nullptr); }, sync);
+    Tree chain16;
+    for (int i = 0; i < 16; ++i) chain16.add(int32_t((i * 37 + 11) % vocab), i - 1);
+    be.copy_state(*base, *work);
+    const double ver16 = median_ms(reps, [&] {
+        be.verify_tree(*work, chain16.tokens.data(), chain16.parents.data(), 16, TreeAlgorithm::Auto, greedy_out);
+    }, sync);
+    std::printf("| plain decode step | %.3f | | |\n", step);
+    std::printf("| P2 chain of 16 verified in one pass | %.3f | %.2fx a step | <= 1.2x |\n", ver16, ver16 / step);
+
+    // P3: tree verification vs root-to-leaf replay.
+    struct Case { const char *name; Tree t; double target; };
+    std::vector<Case> cases = {{"top-k 4 / depth 4 / 32 nodes", topk_tree(4, 4, 32, vocab), 8.0},
+                               {"top-k 2 / depth 12 / 16 nodes", deep_tree(2, 12, 16, vocab), 2.5}};
+    for (const Case &c : cases) {
+        const Tree &t = c.t;
+        be.copy_state(*base, *work);
+        double best = 1e30;
+        for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+            const double ms = median_ms(reps, [&] {
+                be.verify_tree(*work, t.tokens.data(), t.parents.data(), t.size(), a, greedy_out);
+            }, sync);
+            std::printf("| P3 %s, %s (%d nodes) | %.3f | | |\n", c.name, a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY",
+                        t.size(), ms);
+            best = std::min(best, ms);
+        }
+        const auto leaves = t.leaves();
+        const double replay = median_ms(std::max(3, reps / 4), [&] {
+            for (int32_t leaf : leaves) {
+                be.copy_state(*base, *work);
+                const auto path = t.path_to(leaf);
+                std::vector<int32_t> toks;
+                for (int32_t v : path) toks.push_back(t.tokens[size_t(v)]);
+                be.eval_chain(*work, toks.data(), int32_t(toks.size()), LogitsRows::All, logits.data());
+            }
+        }, sync);
+        std::printf("| P3 %s, root-to-leaf replay (%zu paths) | %.3f | %.2fx (best tree / replay) | >= %.1fx |\n", c.name,
+                    leaves.size(), replay, replay / best, c.target);
+    }
+
+    // P4: commit 8 accepted tokens from factors vs replaying them.
+    Tree chain8;
+    for (int i = 0; i < 8; ++i) chain8.add(int32_t((i * 53 + 3) % vocab), i - 1);
+    const std::vector<int32_t> path8 = {0, 1, 2, 3, 4, 5, 6, 7};
+    std::vector<double> commit_ms, replay_ms;
+    for (int r = 0; r <= reps; ++r) {
+        be.copy_state(*base, *work);
+        be.verify_tree(*work, chain8.tokens.data(), chain8.parents.data(), 8, TreeAlgorithm::Auto, greedy_out);
+        sync();
+        auto t0 = Clock::now();
+        be.commit_path(*work, path8.data(), 8, /*deferred=*/false);
+        sync();
+        const double c_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        be.copy_state(*base, *work);
+        sync();
+        t0 = Clock::now();
+        be.eval_chain(*work, chain8.tokens.data(), 8, LogitsRows::None, nullptr);
+        sync();
+        const double r_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+        if (r) commit_ms.push_back(c_ms), replay_ms.push_back(r_ms);
+    }
+    std::sort(commit_ms.begin(), commit_ms.end());
+    std::sort(replay_ms.begin(), replay_ms.end());
+    const double cm = commit_ms[commit_ms.size() / 2], rm = replay_ms[replay_ms.size() / 2];
+    std::printf("| P4 commit of 8 tokens from factors | %.3f | | |\n", cm);
+    std::printf("| P4 token replay of the same 8 | %.3f | %.2fx (replay / commit) | >= 5x |\n", rm, rm / cm);
+
+    // P5: a speculative step = verify a 16-node tree + commit a 4-token path; deferred commit fuses
+    // the state update into the next verification.
+    const Tree t16 = topk_tree(2, 5, 16, vocab);
+    const std::vector<int32_t> path4 = t16.path_to(t16.size() - 1);
+    double step_ms[2];
+    for (int deferred = 0; deferred < 2; ++deferred) {
+        be.copy_state(*base, *work);
+        step_ms[deferred] = median_ms(reps, [&] {
+            be.verify_tree(*work, t16.tokens.data(), t16.parents.data(), t16.size(), TreeAlgorithm::Auto, greedy_out);
+            be.commit_path(*work, path4.data(), int32_t(path4.size()), deferred == 1);
+        }, sync);
+    }
+    std::printf("| P5 verify + separate commit, per step | %.3f | | |\n", step_ms[0]);
+    std::printf("| P5 verify + deferred commit, per step | %.3f | %.2fx (separate / deferred) | >= 1.5x |\n", step_ms[1],
+                step_ms[0] / step_ms[1]);
+
+    // P8: memory of one session prepared for 16-node trees.
+    SessionLimits lim16;
+    lim16.max_tree_nodes = 16;
+    lim16.max_batch_tokens = 16;
+    auto s16 = be.create_state(lim16);
+    const SessionMemory m = be.session_memory(*s16);
+    if (m.state_bytes) {
+        const double ratio = double(m.state_bytes + m.factor_bytes) / double(m.state_bytes);
+        std::printf("| P8 plain-decoding state | %.2f MiB | | |\n", double(m.state_bytes) / 1048576.0);
+        std::printf("| P8 state + factors for 16 nodes | %.2f MiB | %.3fx the state (snapshots: 17x) | <= 1.1x |\n",
+                    double(m.state_bytes + m.factor_bytes) / 1048576.0, ratio);
+        std::printf("| activation scratch (not state) | %.2f MiB | | |\n", double(m.scratch_bytes) / 1048576.0);
+    }
+    return 0;
+}
