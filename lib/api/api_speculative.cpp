@@ -92,6 +92,8 @@ SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla
                 int(params.type));
         require(params.min_ngram >= 1 && params.max_ngram >= params.min_ngram, SPECLA_ERR_INVALID_ARGUMENT,
                 "prompt lookup needs 1 <= min_ngram <= max_ngram (got ", params.min_ngram, ", ", params.max_ngram, ")");
+        require(params.max_ngram <= 64, SPECLA_ERR_INVALID_ARGUMENT, "max_ngram must be at most 64, got ",
+                params.max_ngram);
         require(params.max_draft_len >= 1 && params.max_branches >= 1, SPECLA_ERR_INVALID_ARGUMENT,
                 "max_draft_len and max_branches must be at least 1");
         PromptLookupParams pl;

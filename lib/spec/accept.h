@@ -23,7 +23,10 @@ struct AcceptResult {
 AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab);
 
 // Sampling with temperature/top-k/top-p applied to the target (and used as given for the
-// drafter's rows). Uses tree.draft_dists when present, one-hot proposals otherwise.
+// drafter's rows). Uses tree.draft_dists when present, one-hot proposals otherwise. A greedy
+// config (SamplingConfig::greedy()) gives accept_greedy's result and draws nothing from rng;
+// otherwise one uniform is drawn per child tested and one for the bonus. The exact rule, its
+// degenerate cases and the condition for losslessness are documented in accept.cpp.
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
                             const SamplingConfig &sampling, Rng &rng);
 

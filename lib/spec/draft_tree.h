@@ -12,8 +12,10 @@ struct DraftTree {
     std::vector<int32_t> tokens;
     std::vector<int32_t> parents;
     // Optional drafter distributions, one row of vocab floats per node: the distribution the
-    // node's token was drawn from (siblings share their parent's row). Empty: children were
-    // chosen deterministically (greedy / top-k drafting), treated as one-hot proposals.
+    // node's token was drawn from, given its earlier siblings (siblings drawn independently share
+    // their parent's row; siblings drawn without replacement have the earlier siblings' tokens
+    // removed and the row renormalised). Empty: children were chosen deterministically (greedy /
+    // top-k drafting), treated as one-hot proposals.
     std::vector<float> draft_dists;
 
     int32_t size() const { return int32_t(tokens.size()); }

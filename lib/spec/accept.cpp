@@ -1,0 +1,150 @@
+// Acceptance rules. Both walk the tree from the end of the context (the "root", whose target
+// logits are root_logits) downwards; node_logits row i holds the target's logits after the path
+// root -> i, so it judges the children of node i.
+//
+// Greedy (accept_greedy, and accept_sampled whenever the sampling config is greedy):
+//   at the current position let a = argmax of the target's logits (lowest id on ties, as
+//   specla::argmax). If some child of the current position carries token a, the first such child
+//   in node order is accepted and becomes the current position; otherwise the walk stops and a is
+//   the bonus token. The emitted tokens (path tokens, then the bonus) are exactly what plain
+//   greedy decoding of the target would produce.
+//
+// Sampled (accept_sampled), multi-round rejection sampling (SpecInfer; for a chain it reduces to
+// Leviathan et al. / Chen et al.):
+//   at the current position p = sampling_distribution(target logits, sampling) (temperature,
+//   top-k and top-p applied). The children are tried in node order. Child c, with token x and
+//   drafter row q (tree.draft_dists row c; one-hot at x when draft_dists is empty), draws one
+//   u = rng.uniform() and is accepted iff q(x) > 0 and u < p(x) / q(x), i.e. with probability
+//   min(1, p(x)/q(x)); p(x) = 0 or q(x) = 0 always rejects. On rejection
+//       p <- max(0, p - q) / sum(max(0, p - q))
+//   and the next child is tried against that residual. When a child is accepted the walk moves to
+//   it and starts over with the target's fresh distribution at that node. When every child has
+//   been rejected (or there is none) the bonus is sample_from_distribution(p, u) with one more
+//   u = rng.uniform(), p being the residual left by the rejections (or the untouched target
+//   distribution after an accepted leaf).
+//   Random stream: exactly one uniform per child tried, plus one for the bonus.
+//   Degenerate residual: when the residual mass is below kResidualFloor (p <= q everywhere up to
+//   float rounding, e.g. p == q), the rejection can only have happened through rounding; p is
+//   then kept as it was before the subtraction instead of normalising noise (never NaN).
+//   Losslessness: if child c's token was drawn from q_c given the earlier siblings (i.i.d.
+//   sampling: every sibling shares its parent's row; sampling without replacement: later rows
+//   exclude the earlier tokens; top-k drafting: one-hot rows), each round outputs a token
+//   distributed as the current p, so the emitted tokens are distributed exactly as sampling
+//   from the target token by token.
+#include "spec/accept.h"
+
+#include <algorithm>
+
+#include "generate/sampler.h"
+#include "util/error.h"
+
+namespace specla {
+
+namespace {
+
+constexpr double kResidualFloor = 1e-6;
+
+// Children of every position in node order, as singly linked lists: first[n] is the first
+// child of the root (the end of the context), first[i] of node i; next[c] the next sibling.
+struct Children {
+    std::vector<int32_t> first, next;
+    explicit Children(const DraftTree &tree) {
+        const int32_t n = tree.size();
+        first.assign(size_t(n) + 1, -1);
+        next.assign(size_t(n), -1);
+        std::vector<int32_t> last(size_t(n) + 1, -1);
+        for (int32_t c = 0; c < n; ++c) {
+            const int32_t slot = tree.parents[size_t(c)] < 0 ? n : tree.parents[size_t(c)];
+            if (last[size_t(slot)] < 0) first[size_t(slot)] = c;
+            else next[size_t(last[size_t(slot)])] = c;
+            last[size_t(slot)] = c;
+        }
+    }
+    int32_t first_of(int32_t pos) const { return first[size_t(pos < 0 ? int32_t(next.size()) : pos)]; }
+};
+
+void check_inputs(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
+    require(vocab > 0, SPECLA_ERR_INVALID_ARGUMENT, "accept: vocab must be positive");
+    require(root_logits != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "accept: root logits must not be NULL");
+    require(tree.parents.size() == tree.tokens.size(), SPECLA_ERR_INVALID_ARGUMENT, "accept: draft tree has ",
+            tree.tokens.size(), " tokens but ", tree.parents.size(), " parents");
+    require(tree.empty() || node_logits != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+            "accept: node logits must not be NULL for a non-empty tree");
+    require(tree.draft_dists.empty() || tree.draft_dists.size() == size_t(tree.size()) * size_t(vocab),
+            SPECLA_ERR_INVALID_ARGUMENT, "accept: draft_dists holds ", tree.draft_dists.size(),
+            " floats, expected nodes x vocab = ", size_t(tree.size()) * size_t(vocab));
+    validate_tree(tree.tokens.data(), tree.parents.data(), tree.size(), vocab);
+}
+
+}  // namespace
+
+AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
+    check_inputs(tree, root_logits, node_logits, vocab);
+    const Children children(tree);
+    AcceptResult result;
+    int32_t cur = -1;
+    const float *logits = root_logits;
+    for (;;) {
+        const int32_t best = argmax(logits, vocab);
+        int32_t c = children.first_of(cur);
+        while (c >= 0 && tree.tokens[size_t(c)] != best) c = children.next[size_t(c)];
+        if (c < 0) {
+            result.bonus = best;
+            return result;
+        }
+        result.path.push_back(c);
+        cur = c;
+        logits = node_logits + size_t(c) * size_t(vocab);
+    }
+}
+
+AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
+                            const SamplingConfig &sampling, Rng &rng) {
+    if (sampling.greedy()) return accept_greedy(tree, root_logits, node_logits, vocab);
+    check_inputs(tree, root_logits, node_logits, vocab);
+    const Children children(tree);
+    const bool one_hot = tree.draft_dists.empty();
+    std::vector<float> p(size_t(vocab), 0.f);
+    std::vector<double> residual(size_t(vocab), 0.0);
+    AcceptResult result;
+    int32_t cur = -1;
+    const float *logits = root_logits;
+    for (;;) {
+        sampling_distribution(logits, vocab, sampling, p.data());
+        int32_t accepted = -1;
+        for (int32_t c = children.first_of(cur); c >= 0; c = children.next[size_t(c)]) {
+            const int32_t x = tree.tokens[size_t(c)];
+            const float *q = one_hot ? nullptr : tree.draft_dists.data() + size_t(c) * size_t(vocab);
+            const double qx = one_hot ? 1.0 : double(q[x]);
+            const double px = double(p[size_t(x)]);
+            const double u = rng.uniform();
+            if (qx > 0.0 && px > 0.0 && u < px / qx) {
+                accepted = c;
+                break;
+            }
+            // Rejected: p <- norm(max(0, p - q)).
+            double mass = 0;
+            if (one_hot) {
+                // max(0, p - e_x) only removes x (p(x) <= 1).
+                for (int32_t t = 0; t < vocab; ++t) mass += residual[size_t(t)] = t == x ? 0.0 : double(p[size_t(t)]);
+            } else {
+                for (int32_t t = 0; t < vocab; ++t)
+                    mass += residual[size_t(t)] = std::max(0.0, double(p[size_t(t)]) - double(q[t]));
+            }
+            if (mass >= kResidualFloor) {
+                const double inv = 1.0 / mass;
+                for (int32_t t = 0; t < vocab; ++t) p[size_t(t)] = float(residual[size_t(t)] * inv);
+            }
+            // else: keep p (see the degenerate-residual note above).
+        }
+        if (accepted < 0) {
+            result.bonus = sample_from_distribution(p.data(), vocab, rng.uniform());
+            return result;
+        }
+        result.path.push_back(accepted);
+        cur = accepted;
+        logits = node_logits + size_t(accepted) * size_t(vocab);
+    }
+}
+
+}  // namespace specla
