@@ -93,7 +93,7 @@ int32_t Session::sample_next(const SamplingConfig &sampling, double u) {
     return sample_token(last_logits_.data(), config().vocab_size, sampling, u);
 }
 
-void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root_logits, float *node_logits) {
+void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const VerifyBuffers &out) {
     const int32_t n = tree.size();
     const int32_t vocab = config().vocab_size;
     validate_tree(tree.tokens.data(), tree.parents.data(), n, vocab);
@@ -101,28 +101,40 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root
             " nodes exceeds the session's max_tree_nodes (", limits_.max_tree_nodes, ")");
     verified_ = false;
     Backend &be = model_->backend();
+    const size_t V = size_t(vocab);
+    const bool want_logits = out.root_logits || out.node_logits;
     if (pending_) {
-        // The pending token leads the pass as node 0: its logits are the root's.
+        // The pending token leads the pass as node 0: its outputs are the root's.
         backend_nodes_.assign(1, *pending_);
         backend_parents_.assign(1, -1);
         for (int32_t i = 0; i < n; ++i) {
             backend_nodes_.push_back(tree.tokens[size_t(i)]);
             backend_parents_.push_back(tree.parents[size_t(i)] + 1);
         }
-        verify_logits_.resize(size_t(n + 1) * size_t(vocab));
-        VerifyOutputs out;
-        out.logits = verify_logits_.data();
-        be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, out);
-        std::memcpy(root_logits, verify_logits_.data(), size_t(vocab) * sizeof(float));
-        if (n) std::memcpy(node_logits, verify_logits_.data() + vocab, size_t(n) * size_t(vocab) * sizeof(float));
+        VerifyOutputs bo;
+        if (want_logits) {
+            verify_logits_.resize(size_t(n + 1) * V);
+            bo.logits = verify_logits_.data();
+        }
+        if (out.root_argmax || out.node_argmax) {
+            verify_argmax_.resize(size_t(n + 1));
+            bo.argmax = verify_argmax_.data();
+        }
+        be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, bo);
+        if (out.root_logits) std::memcpy(out.root_logits, verify_logits_.data(), V * sizeof(float));
+        if (out.node_logits && n) std::memcpy(out.node_logits, verify_logits_.data() + V, size_t(n) * V * sizeof(float));
+        if (out.root_argmax) *out.root_argmax = verify_argmax_[0];
+        if (out.node_argmax && n) std::memcpy(out.node_argmax, verify_argmax_.data() + 1, size_t(n) * sizeof(int32_t));
         verified_with_pending_ = true;
     } else {
         require(last_logits_valid_, SPECLA_ERR_STATE,
                 "the session has no logits for its last token: evaluate a prompt first");
-        std::memcpy(root_logits, last_logits_.data(), size_t(vocab) * sizeof(float));
-        VerifyOutputs out;
-        out.logits = node_logits;
-        if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, out);
+        if (out.root_logits) std::memcpy(out.root_logits, last_logits_.data(), V * sizeof(float));
+        if (out.root_argmax) *out.root_argmax = argmax(last_logits_.data(), vocab);
+        VerifyOutputs bo;
+        bo.logits = out.node_logits;
+        bo.argmax = out.node_argmax;
+        if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, bo);
         verified_with_pending_ = false;
     }
     verified_tokens_ = tree.tokens;

@@ -46,11 +46,18 @@ public:
 
     void read_state(int32_t layer, float *out);
 
+    // Where a verification's results go: the target's logits (vocab floats per row) or just its
+    // argmax, at the context end (root) and after every node. Null pointers are not filled;
+    // asking only for argmax lets a GPU backend skip copying logits to the host.
+    struct VerifyBuffers {
+        float *root_logits = nullptr;
+        float *node_logits = nullptr;  // n x vocab
+        int32_t *root_argmax = nullptr;
+        int32_t *node_argmax = nullptr;  // n
+    };
     // Speculative verification of a draft tree after the context (parents -1 = first draft
-    // position). Writes the target's logits at the context end (`root_logits`, vocab floats) and
-    // after every node (`node_logits`, n x vocab; may be null when n == 0). The state is not
-    // changed; commit() then keeps an accepted path.
-    void verify(const DraftTree &tree, TreeAlgorithm algorithm, float *root_logits, float *node_logits);
+    // position). The state is not changed; commit() then keeps an accepted path.
+    void verify(const DraftTree &tree, TreeAlgorithm algorithm, const VerifyBuffers &out);
     // Keep the accepted path (tree node indices, root to leaf) of the last verify and make
     // `bonus` the next, pending token. deferred: leave the state update to the next pass.
     void commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred);
@@ -75,6 +82,7 @@ private:
     std::vector<int32_t> verified_tokens_, verified_parents_;
     std::vector<int32_t> backend_nodes_, backend_parents_;
     HostVec<float> verify_logits_;
+    std::vector<int32_t> verify_argmax_;
 };
 
 }  // namespace specla

@@ -78,14 +78,15 @@ void check_inputs(const DraftTree &tree, const float *root_logits, const float *
 
 }  // namespace
 
-AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
-    check_inputs(tree, root_logits, node_logits, vocab);
+AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice) {
+    require(tree.parents.size() == tree.tokens.size(), SPECLA_ERR_INVALID_ARGUMENT, "accept: draft tree has ",
+            tree.tokens.size(), " tokens but ", tree.parents.size(), " parents");
+    require(tree.empty() || node_choice != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+            "accept: node choices must not be NULL for a non-empty tree");
     const Children children(tree);
     AcceptResult result;
-    int32_t cur = -1;
-    const float *logits = root_logits;
+    int32_t cur = -1, best = root_choice;
     for (;;) {
-        const int32_t best = argmax(logits, vocab);
         int32_t c = children.first_of(cur);
         while (c >= 0 && tree.tokens[size_t(c)] != best) c = children.next[size_t(c)];
         if (c < 0) {
@@ -94,8 +95,15 @@ AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, cons
         }
         result.path.push_back(c);
         cur = c;
-        logits = node_logits + size_t(c) * size_t(vocab);
+        best = node_choice[c];
     }
+}
+
+AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
+    check_inputs(tree, root_logits, node_logits, vocab);
+    std::vector<int32_t> choice(tree.tokens.size());
+    for (size_t i = 0; i < choice.size(); ++i) choice[i] = argmax(node_logits + i * size_t(vocab), vocab);
+    return accept_greedy_choices(tree, argmax(root_logits, vocab), choice.data());
 }
 
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,

@@ -22,6 +22,10 @@ struct AcceptResult {
 // node_logits: row i = the target's logits after node i's path. Both vocab wide.
 AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab);
 
+// The same rule from the target's argmax at the root and after every node (what a GPU backend
+// returns without copying logits to the host).
+AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice);
+
 // Sampling with temperature/top-k/top-p applied to the target (and used as given for the
 // drafter's rows). Uses tree.draft_dists when present, one-hot proposals otherwise. A greedy
 // config (SamplingConfig::greedy()) gives accept_greedy's result and draws nothing from rng;

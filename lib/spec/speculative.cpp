@@ -7,16 +7,41 @@
 #include "util/error.h"
 
 namespace specla {
+namespace {
+
+// Verify and accept. Greedy acceptance needs only the target's argmax per row (a GPU backend then
+// copies no logits); sampling needs the logits.
+void step_verify_accept(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
+                        TreeAlgorithm algorithm, bool need_logits, std::vector<float> &root, std::vector<float> &nodes,
+                        std::vector<int32_t> &choice, AcceptResult &acc) {
+    const size_t vocab = size_t(session.config().vocab_size), n = size_t(tree.size());
+    Session::VerifyBuffers buf;
+    if (sampling.greedy() && !need_logits) {
+        int32_t root_choice = -1;
+        choice.resize(n);
+        buf.root_argmax = &root_choice;
+        buf.node_argmax = choice.data();
+        session.verify(tree, algorithm, buf);
+        acc = accept_greedy_choices(tree, root_choice, choice.data());
+        return;
+    }
+    root.resize(vocab);
+    nodes.resize(n * vocab);
+    buf.root_logits = root.data();
+    buf.node_logits = nodes.data();
+    session.verify(tree, algorithm, buf);
+    acc = sampling.greedy() ? accept_greedy(tree, root.data(), nodes.data(), int32_t(vocab))
+                            : accept_sampled(tree, root.data(), nodes.data(), int32_t(vocab), sampling, rng);
+}
+
+}  // namespace
 
 StepResult verify_accept_commit(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
                                 bool deferred, TreeAlgorithm algorithm, bool keep_logits) {
-    const int32_t vocab = session.config().vocab_size;
     StepResult r;
-    std::vector<float> root(static_cast<size_t>(vocab));
-    r.node_logits.resize(size_t(tree.size()) * size_t(vocab));
-    session.verify(tree, algorithm, root.data(), r.node_logits.data());
-    r.accept = sampling.greedy() ? accept_greedy(tree, root.data(), r.node_logits.data(), vocab)
-                                 : accept_sampled(tree, root.data(), r.node_logits.data(), vocab, sampling, rng);
+    std::vector<float> root;
+    std::vector<int32_t> node_choice;
+    step_verify_accept(session, tree, sampling, rng, algorithm, keep_logits, root, r.node_logits, node_choice, r.accept);
     session.commit(r.accept.path, r.accept.bonus, deferred);
     if (!keep_logits) r.node_logits.clear();
     return r;
@@ -36,10 +61,10 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
         session.set_pending(prompt[n_prompt - 1]);
     }
     if (g.max_tokens == 0) return out;
-    const int32_t vocab = session.config().vocab_size;
     Rng rng(g.seed);
     DraftTree tree;
-    std::vector<float> root(static_cast<size_t>(vocab)), node_logits;
+    std::vector<float> root, node_logits;
+    std::vector<int32_t> node_choice;
     bool done = false;
     while (!done) {
         const int32_t remaining = g.max_tokens - int32_t(out.size());
@@ -49,11 +74,8 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
         tree.clear();
         if (budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session.context(), budget, tree);
 
-        node_logits.resize(size_t(tree.size()) * size_t(vocab));
-        session.verify(tree, opts.algorithm, root.data(), node_logits.data());
-        const AcceptResult acc =
-            g.sampling.greedy() ? accept_greedy(tree, root.data(), node_logits.data(), vocab)
-                                : accept_sampled(tree, root.data(), node_logits.data(), vocab, g.sampling, rng);
+        AcceptResult acc;
+        step_verify_accept(session, tree, g.sampling, rng, opts.algorithm, false, root, node_logits, node_choice, acc);
 
         // Emit path tokens then the bonus, stopping at the first stop condition; the state keeps
         // exactly what was emitted (the last emitted token becomes the pending one).

@@ -135,7 +135,9 @@ TEST_CASE("tree verification: every node's logits equal evaluating its root path
                     base.push_back(extra);
                 }
                 std::vector<float> root(static_cast<size_t>(vocab)), nodes(size_t(n) * size_t(vocab));
-                s.verify(tree, algo, root.data(), nodes.data());
+                Session::VerifyBuffers vb;
+                vb.root_logits = root.data(), vb.node_logits = nodes.data();
+                s.verify(tree, algo, vb);
 
                 const auto want_root = plain_logits(model, base);
                 CHECK(rel_err(root.data(), want_root.data(), size_t(vocab)) <= kTol);
@@ -175,8 +177,9 @@ TEST_CASE("factor commit equals plain decoding of the accepted tokens, deferred 
                     const int32_t n = int32_t(2 + rng() % 12);
                     const DraftTree tree = random_tree(shape, n, vocab, rng);
                     std::vector<float> root(static_cast<size_t>(vocab)), nodes(size_t(n) * size_t(vocab));
-                    spec.verify(tree, rng() % 2 ? TreeAlgorithm::Hybrid : TreeAlgorithm::ParallelWY, root.data(),
-                                nodes.data());
+                    Session::VerifyBuffers vb;
+                    vb.root_logits = root.data(), vb.node_logits = nodes.data();
+                    spec.verify(tree, rng() % 2 ? TreeAlgorithm::Hybrid : TreeAlgorithm::ParallelWY, vb);
                     const int32_t leaf = int32_t(rng() % uint64_t(n + 1)) - 1;  // -1: accept nothing
                     const std::vector<int32_t> path = leaf < 0 ? std::vector<int32_t>{} : path_to(tree, leaf);
                     const int32_t bonus = int32_t(rng() % uint64_t(vocab));
@@ -216,15 +219,20 @@ TEST_CASE("deferred factors are applied inside the next pass, before it reads th
     std::mt19937_64 rng(7);
     DraftTree chain = random_tree(Shape::Chain, 6, vocab, rng);
     std::vector<float> root(static_cast<size_t>(vocab)), nodes(6 * size_t(vocab));
-    spec.verify(chain, TreeAlgorithm::Hybrid, root.data(), nodes.data());
+    Session::VerifyBuffers vb;
+    vb.root_logits = root.data(), vb.node_logits = nodes.data();
+    spec.verify(chain, TreeAlgorithm::Hybrid, vb);
     spec.commit({0, 1, 2}, 5, /*deferred=*/true);
     for (int i = 0; i < 3; ++i) plain.eval(&chain.tokens[size_t(i)], 1, LogitsRows::Last, l.data());
     plain.set_pending(5);
     // A second verification fuses the pending commit into its pass.
     DraftTree next = random_tree(Shape::Bushy, 7, vocab, rng);
     std::vector<float> r1(static_cast<size_t>(vocab)), n1(7 * size_t(vocab)), r2(static_cast<size_t>(vocab)), n2(7 * size_t(vocab));
-    spec.verify(next, TreeAlgorithm::Hybrid, r1.data(), n1.data());
-    plain.verify(next, TreeAlgorithm::Hybrid, r2.data(), n2.data());
+    Session::VerifyBuffers b1, b2;
+    b1.root_logits = r1.data(), b1.node_logits = n1.data();
+    b2.root_logits = r2.data(), b2.node_logits = n2.data();
+    spec.verify(next, TreeAlgorithm::Hybrid, b1);
+    plain.verify(next, TreeAlgorithm::Hybrid, b2);
     CHECK(rel_err(r1.data(), r2.data(), r1.size()) <= kTol);
     CHECK(rel_err(n1.data(), n2.data(), n1.size()) <= kTol);
 }
