@@ -276,13 +276,20 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
 /* ------------------------------------------------------------------------------------------ */
 
 /* A tokenizer comes either with a model (borrowed from it: specla_model_tokenizer) or alone
- * (specla_tokenizer_load, owned by the caller). Functions that fill a caller buffer take its
- * `capacity`; when it is too small they return SPECLA_ERR_CAPACITY and still set `*n_needed`, so a
- * caller can size the buffer and call again. */
+ * (specla_tokenizer_load, owned by the caller). Output matches the Hugging Face `tokenizers`
+ * library for the same tokenizer.json. A tokenizer is immutable: any number of threads may use one
+ * at once. Functions that fill a caller buffer take its `capacity`; when it is too small they return
+ * SPECLA_ERR_CAPACITY and still set `*n_needed` (which may be NULL), so a caller can size the
+ * buffer and call again; the buffer may be NULL when `capacity` is 0. */
 typedef struct specla_tokenizer specla_tokenizer;
 
-/* Load tokenizer.json (plus tokenizer_config.json, special_tokens_map.json and
- * generation_config.json where present, for BOS/EOS and BOS prepending) from a folder.
+/* Load tokenizer.json (plus tokenizer_config.json, special_tokens_map.json, generation_config.json
+ * and config.json where present, for BOS/EOS and BOS prepending) from a folder. Supported: BPE
+ * models (byte-level, or with byte fallback), the normalizers Sequence, Prepend, Append, Replace,
+ * Strip and ByteLevel, the pre-tokenizers ByteLevel, Split, Sequence, Metaspace, Digits, Whitespace,
+ * WhitespaceSplit and CharDelimiterSplit, the decoders ByteLevel, Replace, ByteFallback, Fuse,
+ * Strip, Metaspace and Sequence. Anything else fails with SPECLA_ERR_UNSUPPORTED naming it; a
+ * missing file is SPECLA_ERR_IO, malformed JSON SPECLA_ERR_FORMAT.
  * Free with specla_tokenizer_free(). */
 SPECLA_API specla_status specla_tokenizer_load(const char *folder, specla_tokenizer **out);
 /* Frees a tokenizer from specla_tokenizer_load(); a model's own tokenizer is freed with the
@@ -305,22 +312,27 @@ SPECLA_API specla_status specla_tokenizer_get_info(const specla_tokenizer *token
                                                    specla_tokenizer_info *out);
 
 /* Text (UTF-8, `text_len` bytes, need not be NUL-terminated) to token ids. `add_bos` prepends
- * the BOS token; `parse_special` matches special/added tokens written in the text (otherwise
- * they are tokenized as ordinary text). `*n_needed` receives the number of ids. */
+ * the BOS token (nothing when the tokenizer has none); `parse_special` matches special tokens
+ * written in the text (otherwise they are tokenized as ordinary text; added tokens that are not
+ * special are always matched, as in the reference library). `*n_needed` receives the number of
+ * ids. Text that is not valid UTF-8 is SPECLA_ERR_INVALID_ARGUMENT. */
 SPECLA_API specla_status specla_tokenize(const specla_tokenizer *tokenizer, const char *text,
                                          size_t text_len, bool add_bos, bool parse_special,
                                          int32_t *out, size_t capacity, size_t *n_needed);
 
 /* Token ids to text. Writes a NUL-terminated string; `*n_needed` receives its length in bytes
- * without the NUL (so capacity must be at least *n_needed + 1). `skip_special` drops special
- * tokens from the text. Invalid UTF-8 produced by byte tokens is replaced by U+FFFD, as the
- * reference tokenizers do. */
+ * without the NUL (so capacity must be at least *n_needed + 1; the text itself contains a NUL
+ * byte only where a token decodes to U+0000). `skip_special` drops special tokens from the text.
+ * Invalid UTF-8 produced by byte tokens is replaced by U+FFFD, as the reference tokenizers do.
+ * An id outside [0, vocab_size) is SPECLA_ERR_TOKEN_OUT_OF_RANGE. */
 SPECLA_API specla_status specla_detokenize(const specla_tokenizer *tokenizer, const int32_t *tokens,
                                            size_t n_tokens, bool skip_special, char *out,
                                            size_t capacity, size_t *n_needed);
 
 /* The vocabulary entry of a token, as stored in tokenizer.json (byte-level BPE entries keep their
- * byte-to-unicode form, e.g. "\xc4\xa0the"). Same buffer rules as specla_detokenize. */
+ * byte-to-unicode form, e.g. "\xc4\xa0the"). Same buffer rules as specla_detokenize.
+ * SPECLA_ERR_TOKEN_OUT_OF_RANGE outside [0, vocab_size); SPECLA_ERR_INVALID_ARGUMENT for an id in
+ * range that no entry uses. */
 SPECLA_API specla_status specla_token_to_string(const specla_tokenizer *tokenizer, int32_t token,
                                                 char *out, size_t capacity, size_t *n_needed);
 
@@ -331,13 +343,16 @@ SPECLA_API specla_status specla_token_from_string(const specla_tokenizer *tokeni
 
 /* Incremental detokenizer for streaming: each push returns only text that is final, never a
  * partial UTF-8 sequence, and the concatenation of all pieces plus the final flush equals
- * specla_detokenize() of all pushed tokens. The tokenizer must outlive the decoder. */
+ * specla_detokenize() of all pushed tokens. (Pieces are NUL-terminated, so a decoded U+0000 ends a
+ * piece early; use specla_detokenize where such text matters.) The tokenizer must outlive the
+ * decoder. */
 typedef struct specla_stream_decoder specla_stream_decoder;
 
 SPECLA_API specla_status specla_stream_decoder_create(const specla_tokenizer *tokenizer,
                                                       bool skip_special,
                                                       specla_stream_decoder **out);
-/* `*piece` points into the decoder and stays valid until the next call on it. */
+/* `*piece` points into the decoder and stays valid until the next call on it. An id outside
+ * [0, vocab_size) is SPECLA_ERR_TOKEN_OUT_OF_RANGE and leaves the decoder as it was. */
 SPECLA_API specla_status specla_stream_decoder_push(specla_stream_decoder *decoder, int32_t token,
                                                     const char **piece);
 /* Emit whatever is still held back (an incomplete sequence becomes U+FFFD) and start over. */
