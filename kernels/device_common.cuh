@@ -1,0 +1,120 @@
+// Device helpers shared by the kernels (included by .cu files only).
+#pragma once
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <utility>
+
+#include "launch_common.cuh"
+
+namespace specla {
+namespace kern {
+
+// ---- programmatic dependent launch (sm_90) ------------------------------------------------------
+// A kernel launched with the PDL attribute may start while its predecessor still runs. Before
+// pdl_wait() it may only read data that no kernel of the current pass writes (weights, and the
+// recurrent state that only this layer's kernel of the previous pass wrote); after it, everything
+// earlier in the stream is complete and visible. Without the attribute both are no-ops.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets the next kernel in the stream be scheduled. Called right after pdl_wait(): the dependent
+// grid can then occupy free SM slots and prefetch its weights while this one finishes, but never
+// runs more than one kernel ahead.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+// ---- loads ------------------------------------------------------------------------------------------
+// Weights are read once per pass: bypass L1 and ask L2 for whole 256-byte lines.
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+    uint4 r;
+    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+                 : "l"(p));
+    return r;
+}
+
+__device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_hi(uint32_t w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ float bf16_to_float(uint16_t v) { return __uint_as_float(uint32_t(v) << 16); }
+// Round to nearest even (finite inputs).
+__device__ __forceinline__ uint16_t float_to_bf16(float f) {
+    const uint32_t u = __float_as_uint(f);
+    if ((u & 0x7f800000u) == 0x7f800000u) return uint16_t((u >> 16) | ((u & 0xffff) ? 0x40 : 0));
+    return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+// ---- activations (same formulas as backend/cpu/cpu_ops.h) ----------------------------------------
+__device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
+__device__ __forceinline__ float siluf_(float x) { return x * sigmoidf_(x); }
+__device__ __forceinline__ float softplusf_(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+
+// ---- reductions ---------------------------------------------------------------------------------------
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+// Sum within aligned groups of `width` lanes (width a power of two <= 32).
+template <int WIDTH>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+    for (int o = WIDTH / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, WIDTH);
+    return v;
+}
+// Block-wide sum, result in every thread. `red` holds >= 32 floats; blockDim a multiple of 32.
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // `red` may still be read by a previous call
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    float t = lane < nw ? red[lane] : 0.f;
+    return warp_sum(t);
+}
+
+// ---- argmax keys ----------------------------------------------------------------------------------------
+// (value, id) packed so that the unsigned maximum is the largest value with the lowest id on ties
+// (the host sampler's rule). -0 is folded into +0 so that the two compare equal, as on the host.
+__device__ __forceinline__ unsigned long long argmax_key(float v, uint32_t id) {
+    const uint32_t u = __float_as_uint(v + 0.f);
+    const uint32_t ord = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return (static_cast<unsigned long long>(ord) << 32) | static_cast<unsigned long long>(~id);
+}
+__device__ __forceinline__ unsigned long long u64_max(unsigned long long a, unsigned long long b) {
+    return a > b ? a : b;
+}
+__device__ __forceinline__ unsigned long long warp_max_u64(unsigned long long v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = u64_max(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+// ---- launching ------------------------------------------------------------------------------------------
+// Every kernel goes through here so that programmatic dependent launch is one flag.
+template <typename... KArgs, typename... Args>
+inline cudaError_t launch_kernel(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                 const LaunchCtx &ctx, Args &&...args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = ctx.stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = ctx.pdl ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+inline int32_t ceil_div(int64_t a, int64_t b) { return int32_t((a + b - 1) / b); }
+
+}  // namespace kern
+}  // namespace specla

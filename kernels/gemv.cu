@@ -1,0 +1,321 @@
+// bf16 GEMV with fused prologue/epilogue (see gemv.cuh).
+//
+// Layout of the fast kernel: a CTA of T threads owns a contiguous range of output rows; every
+// thread always reads the same CPT 16-byte chunks (8 bf16 each) of a row, so its slice of the input
+// vector lives in registers for the whole kernel and the inner loop is loads + FMAs only. RB rows
+// are loaded per iteration (RB*CPT 16-byte loads in flight per thread) and the next RB rows are
+// loaded before the current ones are reduced (register double buffering). The first rows are
+// loaded before the grid-dependency wait, so with programmatic dependent launch the weight stream
+// of this kernel overlaps the tail of the previous one. The grid is one wave (CTAs per SM x SMs),
+// rows split evenly, so the memory system sees one uninterrupted stream.
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "device_common.cuh"
+#include "gemv.cuh"
+#include "gemv_rows.cuh"
+
+namespace specla {
+namespace kern {
+
+namespace {
+
+constexpr int kMaxThreads = 512;
+constexpr int kMaxWarps = kMaxThreads / 32;
+
+__device__ __forceinline__ void gemv_epilogue(const GemvParams &p, int64_t r, float y, float y_up,
+                                              unsigned long long &best) {
+    switch (p.epi) {
+        case GemvEpilogue::Store: p.out[r] = y; break;
+        case GemvEpilogue::Add: p.out[r] += y; break;
+        case GemvEpilogue::SwiGLU: p.out[r] = siluf_(y) * y_up; break;
+        case GemvEpilogue::Logits:
+            p.out[r] = y;
+            best = u64_max(best, argmax_key(y, uint32_t(r)));
+            break;
+        case GemvEpilogue::InProj:
+            p.out[r] = inproj_row(r, y, p.conv_cache, p.conv_w, p.conv_size, p.conv_channels, p.use_short_conv,
+                                  p.row_a, p.row_b, p.A_log, p.dt_bias, p.beta_scale);
+            break;
+    }
+}
+
+// Reduces the per-thread argmax keys of a CTA and merges them into *p.argmax.
+__device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned long long best) {
+    __shared__ unsigned long long red[kMaxWarps];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    best = warp_max_u64(best);
+    if (lane == 0) red[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long b = 0;
+        for (int i = 0; i < nw; ++i) b = u64_max(b, red[i]);
+        atomicMax(p.argmax, b);
+    }
+}
+
+// Scales this thread's x values (already loaded into xr, column c = (tid + s*T)*8 + e).
+template <int CPT>
+__device__ __forceinline__ void gemv_prologue(const GemvParams &p, float (&xr)[CPT][8], float *red32,
+                                              float *head_ss) {
+    const int T = blockDim.x, tid = threadIdx.x;
+    const int nch = int(p.cols >> 3);
+#pragma unroll
+    for (int s = 0; s < CPT; ++s) {
+        const int ch = tid + s * T;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xr[s][e] = ch < nch ? p.x[ch * 8 + e] : 0.f;
+    }
+    if (p.pro == GemvPrologue::RmsNorm) {
+        float ss = 0.f;
+#pragma unroll
+        for (int s = 0; s < CPT; ++s)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
+        ss = block_sum(ss, red32);
+        const float inv = 1.f / sqrtf(ss / float(p.cols) + p.eps);
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * p.norm_w[ch * 8 + e];
+        }
+    } else if (p.pro == GemvPrologue::HeadNorm) {
+        // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
+        // are added in a fixed order per head (deterministic, unlike shared-memory atomics).
+        const int hd = p.head_dim, n_heads = int(p.cols / hd), cph = hd / 8;
+        float *chunk_ss = head_ss + n_heads;
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch) {
+                float ss = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
+                chunk_ss[ch] = ss;
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < n_heads; i += T) {
+            float ss = 0.f;
+            for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
+            head_ss[i] = ss;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch) {
+                const int c0 = ch * 8;
+                const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + p.eps);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const int c = c0 + e;
+                    const float gate = p.use_gate ? siluf_(p.z[c]) : 1.f;
+                    xr[s][e] = xr[s][e] * inv * p.norm_w[c % hd] * gate;
+                }
+            }
+        }
+    }
+}
+
+template <int CPT, int RB, bool PAIRED>
+__device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W, int64_t lr, int64_t r_end,
+                                          int64_t L, int nch) {
+    constexpr int RL = PAIRED ? RB / 2 : RB;
+    const int T = blockDim.x, tid = threadIdx.x;
+#pragma unroll
+    for (int i = 0; i < RB; ++i) {
+        const int li = PAIRED ? (i % RL) : i;
+        const bool row_ok = lr + li < r_end;
+        const int64_t pr = PAIRED ? (i < RL ? lr + i : L + lr + (i - RL)) : lr + i;
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch) : make_uint4(0, 0, 0, 0);
+        }
+    }
+}
+
+template <int CPT, int RB, bool PAIRED>
+__device__ __forceinline__ void gemv_step(const GemvParams &p, const uint4 (&buf)[RB][CPT], const float (&xr)[CPT][8],
+                                          int64_t lr, int64_t r_end, float (*red)[kMaxWarps],
+                                          unsigned long long &best) {
+    constexpr int RL = PAIRED ? RB / 2 : RB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+    float acc[RB];
+#pragma unroll
+    for (int i = 0; i < RB; ++i) acc[i] = warp_sum(chunk_dot<CPT>(buf[i], xr));
+    if (lane == 0)
+#pragma unroll
+        for (int i = 0; i < RB; ++i) red[i][warp] = acc[i];
+    __syncthreads();
+    if (tid < RL && lr + tid < r_end) {
+        float y = 0.f, y_up = 0.f;
+        for (int w = 0; w < nw; ++w) {
+            y += red[tid][w];
+            if (PAIRED) y_up += red[tid + RL][w];
+        }
+        gemv_epilogue(p, lr + tid, y, y_up, best);
+    }
+}
+
+template <int CPT, int RB, bool PAIRED>
+__global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
+    constexpr int RL = PAIRED ? RB / 2 : RB;
+    __shared__ float red[2][RB][kMaxWarps];
+    __shared__ float red32[32];
+    extern __shared__ float head_ss[];
+    const int nch = int(p.cols >> 3);
+    const int64_t L = PAIRED ? p.rows / 2 : p.rows;
+    const int64_t r_begin = L * blockIdx.x / gridDim.x, r_end = L * (blockIdx.x + 1) / gridDim.x;
+    const uint4 *W = reinterpret_cast<const uint4 *>(p.w);
+
+    uint4 wa[RB][CPT], wb[RB][CPT];
+    gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch);  // weights: safe before the wait
+    pdl_wait();
+    pdl_trigger();
+    float xr[CPT][8];
+    gemv_prologue<CPT>(p, xr, red32, head_ss);
+
+    unsigned long long best = 0;
+    int par = 0;
+    for (int64_t lr = r_begin; lr < r_end;) {
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch);
+        gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best);
+        par ^= 1;
+        lr += RL;
+        if (lr >= r_end) break;
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch);
+        gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best);
+        par ^= 1;
+        lr += RL;
+    }
+    if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
+}
+
+// Fallback for any shape (cols not a multiple of 8, very long rows): x in shared memory, one warp
+// per output row, scalar loads.
+__global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
+    extern __shared__ float sm[];
+    __shared__ float red32[32];
+    float *x = sm;
+    float *head_ss = sm + p.cols;
+    const int tid = threadIdx.x, T = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = T >> 5;
+    const int64_t cols = p.cols;
+    pdl_wait();
+    pdl_trigger();
+    for (int64_t c = tid; c < cols; c += T) x[c] = p.x[c];
+    if (p.pro == GemvPrologue::RmsNorm) {
+        float ss = 0.f;
+        for (int64_t c = tid; c < cols; c += T) ss += x[c] * x[c];
+        ss = block_sum(ss, red32);
+        const float inv = 1.f / sqrtf(ss / float(cols) + p.eps);
+        for (int64_t c = tid; c < cols; c += T) x[c] *= inv * p.norm_w[c];
+    } else if (p.pro == GemvPrologue::HeadNorm) {
+        const int hd = p.head_dim, n_heads = int(cols / hd);
+        __syncthreads();
+        for (int i = tid; i < n_heads; i += T) {
+            float ss = 0.f;
+            for (int j = 0; j < hd; ++j) ss += x[int64_t(i) * hd + j] * x[int64_t(i) * hd + j];
+            head_ss[i] = ss;
+        }
+        __syncthreads();
+        for (int64_t c = tid; c < cols; c += T) {
+            const float inv = 1.f / sqrtf(head_ss[c / hd] / float(hd) + p.eps);
+            const float gate = p.use_gate ? siluf_(p.z[c]) : 1.f;
+            x[c] = x[c] * inv * p.norm_w[c % hd] * gate;
+        }
+    }
+    __syncthreads();
+    const bool paired = p.epi == GemvEpilogue::SwiGLU;
+    const int64_t L = paired ? p.rows / 2 : p.rows;
+    unsigned long long best = 0;
+    for (int64_t r = int64_t(blockIdx.x) * nw + warp; r < L; r += int64_t(gridDim.x) * nw) {
+        const uint16_t *w0 = p.w + r * cols;
+        const uint16_t *w1 = paired ? p.w + (L + r) * cols : w0;
+        float y = 0.f, y_up = 0.f;
+        for (int64_t c = lane; c < cols; c += 32) {
+            y = fmaf(bf16_to_float(w0[c]), x[c], y);
+            if (paired) y_up = fmaf(bf16_to_float(w1[c]), x[c], y_up);
+        }
+        y = warp_sum(y);
+        y_up = warp_sum(y_up);
+        if (lane == 0) gemv_epilogue(p, r, y, y_up, best);
+    }
+    if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
+}
+
+using KernelFn = void (*)(GemvParams);
+
+int ctas_per_sm(KernelFn fn, int threads, size_t smem) {
+    static std::mutex mu;
+    static std::map<std::tuple<void *, int, size_t>, int> cache;
+    std::lock_guard<std::mutex> lock(mu);
+    auto key = std::make_tuple(reinterpret_cast<void *>(fn), threads, smem);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    int n = 1;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem) != cudaSuccess || n < 1) {
+        (void)cudaGetLastError();
+        n = 1;
+    }
+    cache.emplace(key, n);
+    return n;
+}
+
+template <int CPT, int RB>
+KernelFn pick(bool paired) {
+    return paired ? gemv_kernel<CPT, RB, true> : gemv_kernel<CPT, RB, false>;
+}
+
+}  // namespace
+
+cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
+    const bool paired = p.epi == GemvEpilogue::SwiGLU;
+    const int64_t L = paired ? p.rows / 2 : p.rows;
+    if (L <= 0) return cudaSuccess;
+    const int64_t nch = p.cols / 8;
+    const bool vec = !p.force_generic && p.cols % 8 == 0 && nch <= 4 * kMaxThreads &&
+                     (p.pro != GemvPrologue::HeadNorm || p.head_dim % 8 == 0) &&
+                     (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    if (!vec) {
+        const int threads = 256;
+        size_t smem = size_t(p.cols) * 4;
+        if (p.pro == GemvPrologue::HeadNorm) smem += size_t(p.cols / p.head_dim) * 4;
+        if (smem > 48 * 1024) {
+            // Raised once per size (the first decoding step runs eagerly, outside any capture).
+            static std::mutex mu;
+            static size_t raised = 48 * 1024;
+            std::lock_guard<std::mutex> lock(mu);
+            if (smem > raised) {
+                cudaError_t e = cudaFuncSetAttribute(gemv_generic_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                     int(smem));
+                if (e != cudaSuccess) return e;
+                raised = smem;
+            }
+        }
+        const int per_sm = p.ctas_per_sm > 0 ? p.ctas_per_sm : ctas_per_sm(gemv_generic_kernel, threads, smem);
+        const int grid = int(std::min<int64_t>(ceil_div(L, threads / 32), int64_t(per_sm) * ctx.sm_count));
+        return launch_kernel(gemv_generic_kernel, dim3(grid), dim3(threads), smem, ctx, p);
+    }
+    const int cpt = nch <= kMaxThreads ? 1 : nch <= 2 * kMaxThreads ? 2 : 4;
+    int threads = int((ceil_div(nch, cpt) + 31) / 32 * 32);
+    const size_t head_smem = p.pro == GemvPrologue::HeadNorm ? size_t(p.cols / p.head_dim + nch) * 4 : 0;
+    KernelFn fn;
+    int rb;
+    if (cpt == 1) fn = pick<1, 8>(paired), rb = 8;
+    else if (cpt == 2) fn = pick<2, 4>(paired), rb = 4;
+    else fn = pick<4, 2>(paired), rb = 2;
+    const int rl = paired ? rb / 2 : rb;
+    const size_t smem = head_smem;
+    const int per_sm = p.ctas_per_sm > 0 ? p.ctas_per_sm : ctas_per_sm(fn, threads, smem);
+    const int grid = int(std::min<int64_t>(ceil_div(L, rl), int64_t(per_sm) * ctx.sm_count));
+    return launch_kernel(fn, dim3(grid), dim3(threads), smem, ctx, p);
+}
+
+}  // namespace kern
+}  // namespace specla

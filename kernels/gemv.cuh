@@ -1,0 +1,60 @@
+// bf16 matrix x fp32 vector for one-token steps, with the step's neighbouring element-wise work
+// fused in: a prologue that builds the input vector (RMSNorm of the residual, or the gated head
+// norm of the mixer output) and an epilogue per output row (store, residual add, SwiGLU of a
+// [gate|up] row pair, the in_proj row types, logits with a running argmax).
+// Host-visible declarations; device code in gemv.cu. CPU references: backend/cpu/cpu_ops.h
+// (linear, rmsnorm, silu, softplus) and backend/cpu/cpu_gdn.h (gated_rmsnorm, gate values).
+#pragma once
+
+#include "launch_common.cuh"
+
+namespace specla {
+namespace kern {
+
+enum class GemvPrologue : int32_t {
+    None = 0,     // x as given
+    RmsNorm = 1,  // x / sqrt(mean(x^2) + eps) * norm_w
+    HeadNorm = 2  // per head of head_dim: x / sqrt(mean(x_head^2) + eps) * norm_w[c % head_dim] * (silu(z) if use_gate)
+};
+
+enum class GemvEpilogue : int32_t {
+    Store = 0,   // out[r] = y
+    Add = 1,     // out[r] += y (residual)
+    SwiGLU = 2,  // rows = 2I ([gate | up]); out[j] = silu(y_j) * y_{I+j}, j < I
+    InProj = 3,  // fused in_proj rows: conv+SiLU (q|k|v), raw z, log decay (a), beta (b)
+    Logits = 4   // out[r] = y, and *argmax = max(*argmax, key(y, r)) (see device_common.cuh)
+};
+
+struct GemvParams {
+    const uint16_t *w = nullptr;  // bf16 [rows][cols], row-major, 16-byte aligned
+    int64_t rows = 0, cols = 0;
+
+    GemvPrologue pro = GemvPrologue::None;
+    const float *x = nullptr;       // [cols]
+    const float *norm_w = nullptr;  // RmsNorm: [cols]; HeadNorm: [head_dim]
+    float eps = 1e-6f;
+    const float *z = nullptr;  // HeadNorm gate input [cols]
+    int32_t head_dim = 0;
+    int32_t use_gate = 0;
+
+    GemvEpilogue epi = GemvEpilogue::Store;
+    float *out = nullptr;
+
+    // InProj epilogue.
+    float *conv_cache = nullptr;  // [conv_size-1][conv_channels], oldest first (updated in place)
+    const float *conv_w = nullptr;  // [conv_channels][conv_size]
+    int32_t conv_size = 0, conv_channels = 0, use_short_conv = 0;
+    int64_t row_a = 0, row_b = 0;  // first rows of a and b (z rows are [conv_channels, row_a))
+    const float *A_log = nullptr, *dt_bias = nullptr;
+    float beta_scale = 1.f;  // 2 with allow_neg_eigval
+
+    unsigned long long *argmax = nullptr;  // Logits epilogue; reset to 0 before the pass
+
+    int32_t ctas_per_sm = 0;  // 0: as many as fit (occupancy); tuning knob for benchmarks
+    int32_t force_generic = 0;  // use the scalar fallback kernel (tests)
+};
+
+cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx);
+
+}  // namespace kern
+}  // namespace specla

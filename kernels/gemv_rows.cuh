@@ -1,0 +1,57 @@
+// Row arithmetic shared by the GEMV kernels (gemv.cu) and the fused decoding step (decode_step.cu):
+// the per-thread partial dot product of 16-byte bf16 chunks with fp32 inputs, and the in_proj
+// row epilogue. Device code only.
+#pragma once
+
+#include "device_common.cuh"
+
+namespace specla {
+namespace kern {
+
+// a + the 8 bf16 weights of q times x[0..8).
+__device__ __forceinline__ float fma8(uint4 q, const float (&x)[8], float a) {
+    a = fmaf(bf16_lo(q.x), x[0], a);
+    a = fmaf(bf16_hi(q.x), x[1], a);
+    a = fmaf(bf16_lo(q.y), x[2], a);
+    a = fmaf(bf16_hi(q.y), x[3], a);
+    a = fmaf(bf16_lo(q.z), x[4], a);
+    a = fmaf(bf16_hi(q.z), x[5], a);
+    a = fmaf(bf16_lo(q.w), x[6], a);
+    a = fmaf(bf16_hi(q.w), x[7], a);
+    return a;
+}
+
+// Sum over this thread's CPT chunks of 8 bf16 weights times the matching 8 fp32 inputs.
+template <int CPT>
+__device__ __forceinline__ float chunk_dot(const uint4 (&w)[CPT], const float (&xr)[CPT][8]) {
+    float a = 0.f;
+#pragma unroll
+    for (int s = 0; s < CPT; ++s) a = fma8(w[s], xr[s], a);
+    return a;
+}
+
+// The fused in_proj rows ([q|k|v|g|a|b]) of one token: rows < conv_channels go through the short
+// causal conv (the cache [W-1][CC], oldest first, is shifted in place: one thread per channel) and
+// SiLU; g rows pass through; a rows become the log decay, b rows beta. Same formulas and tap order
+// as the CPU engine (CpuBackend::mix_chain, cpu::gdn_decay_log, cpu::gdn_beta).
+__device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cache, const float *conv_w, int W,
+                                            int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
+                                            const float *A_log, const float *dt_bias, float beta_scale) {
+    if (r < CC) {
+        if (!use_conv) return siluf_(y);
+        const float *w = conv_w + r * W;
+        float *cache = conv_cache + r;
+        float acc = 0.f;
+        for (int j = 0; j < W - 1; ++j) acc += w[j] * cache[j * CC];
+        acc += w[W - 1] * y;
+        for (int j = 0; j + 1 < W - 1; ++j) cache[j * CC] = cache[(j + 1) * CC];
+        if (W > 1) cache[(W - 2) * CC] = y;
+        return siluf_(acc);
+    }
+    if (r < row_a) return y;  // z, gated later
+    if (r < row_b) return -expf(A_log[r - row_a]) * softplusf_(y + dt_bias[r - row_a]);
+    return sigmoidf_(y) * beta_scale;
+}
+
+}  // namespace kern
+}  // namespace specla

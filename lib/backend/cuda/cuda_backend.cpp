@@ -1,0 +1,368 @@
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "gdn_chunk.cuh"
+#include "gdn_recurrent.cuh"
+#include "util/log.h"
+
+namespace specla {
+
+namespace cuda {
+
+namespace {
+
+constexpr size_t kCublasWorkspaceBytes = size_t(16) << 20;
+
+// Lays out the scratch of a state inside one arena allocation: a sizing pass, then the real one.
+struct Carver {
+    char *base = nullptr;
+    size_t offset = 0;
+    template <typename T>
+    T *take(size_t count) {
+        const size_t at = offset;
+        offset += (count * sizeof(T) + 255) / 256 * 256;
+        return base ? reinterpret_cast<T *>(base + at) : nullptr;
+    }
+};
+
+}  // namespace
+
+CudaSequenceState::~CudaSequenceState() {
+    // Never throw from here: errors are ignored (the device may already be in a failed state).
+    (void)cudaSetDevice(device);
+    if (stream) (void)cudaStreamSynchronize(stream);
+    if (graph) (void)cudaGraphExecDestroy(graph);
+    if (cublas) (void)cublasDestroy(cublas);
+    if (stream) (void)cudaStreamDestroy(stream);
+    if (h_tokens) (void)cudaFreeHost(h_tokens);
+    if (h_argmax) (void)cudaFreeHost(h_argmax);
+    if (h_sampled) (void)cudaFreeHost(h_sampled);
+    (void)cudaGetLastError();
+}
+
+CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                         const CudaBackendOptions &options)
+    : config_(config), device_(device), options_(options) {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "the CUDA backend found no usable GPU: cudaGetDeviceCount failed with ",
+             cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
+    }
+    if (count == 0) fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "the CUDA backend found no GPU on this machine");
+    if (device < 0 || device >= count)
+        fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "CUDA device ", device, " does not exist (", count,
+             " device", count == 1 ? "" : "s", " found)");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+    if (prop.major < 9)
+        fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "CUDA device ", device, " (", prop.name, ") has compute capability ",
+             prop.major, ".", prop.minor, "; this build's kernels are compiled for sm_90a (Hopper)");
+    sm_count_ = prop.multiProcessorCount;
+    require(config.head_k_dim <= kern::kRecurrentMaxK, SPECLA_ERR_UNSUPPORTED, "the CUDA backend supports head_dim up to ",
+            kern::kRecurrentMaxK, ", the model has ", config.head_k_dim);
+    DeviceGuard g(device);
+    // Creates the context now, so that a broken driver shows up here with a clear message.
+    check(cudaFree(nullptr), "CUDA context creation");
+    weights_ = std::make_unique<DeviceWeights>(config, weights, device);
+    arena_ = std::make_shared<Arena>(make_cuda_block_provider(device), options.arena_block_bytes,
+                                     Arena::kDefaultAlignment, options.arena_budget_bytes);
+    log(SPECLA_LOG_INFO, "CUDA backend on device ", device, " (", prop.name, ", ", sm_count_, " SMs): ",
+        weights_->bytes() >> 20, " MiB of weights");
+}
+
+CudaBackend::~CudaBackend() = default;
+
+CudaSequenceState &CudaBackend::cast(SequenceState &s) const {
+    auto *p = dynamic_cast<CudaSequenceState *>(&s);
+    require(p != nullptr, SPECLA_ERR_INTERNAL, "a sequence state of another backend was passed to the CUDA backend");
+    return *p;
+}
+
+kern::LaunchCtx CudaBackend::launch_ctx(cudaStream_t stream) const {
+    kern::LaunchCtx ctx;
+    ctx.stream = stream;
+    ctx.pdl = options_.use_pdl;
+    ctx.sm_count = sm_count_;
+    return ctx;
+}
+
+std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &limits) {
+    const ModelConfig &c = config_;
+    DeviceGuard g(device_);
+    auto st = std::make_unique<CudaSequenceState>();
+    st->device = device_;
+    st->arena = arena_;
+    st->capacity = std::max(std::max(limits.max_batch_tokens, limits.max_tree_nodes), 1);
+    const int32_t C = kern::kChunk;
+    st->padded = (st->capacity + C - 1) / C * C;
+    st->logits_rows = std::min(st->capacity, 64);
+    st->chunk_buffers = kern::chunk_form_supported(c.head_k_dim, c.head_v_dim) &&
+                        st->capacity >= options_.chunk_min_tokens;
+
+    const size_t L = size_t(c.num_layers), Tm = size_t(st->capacity), Tp = size_t(st->padded);
+    const size_t D = size_t(c.hidden_size), H = size_t(c.num_heads), HV = size_t(c.num_v_heads);
+    const size_t K = size_t(c.head_k_dim), V = size_t(c.head_v_dim), I = size_t(c.intermediate_size);
+    const size_t VD = size_t(c.value_dim()), R = size_t(InProjLayout(c).rows), vocab = size_t(c.vocab_size);
+    const size_t nc = Tp / size_t(C);
+
+    st->state_buf = ArenaBuffer(*arena_, L * size_t(c.recurrent_state_floats_per_layer()) * 4, "recurrent state");
+    st->recurrent = st->state_buf.as<float>();
+    const size_t conv_floats = L * size_t(c.conv_cache_floats_per_layer());
+    if (conv_floats) {
+        st->conv_buf = ArenaBuffer(*arena_, conv_floats * 4, "conv cache");
+        st->conv = st->conv_buf.as<float>();
+    }
+
+    const size_t sampling_temp = kern::sampling_temp_bytes(int32_t(vocab));
+    auto layout = [&](Carver &cv) {
+        st->h = cv.take<float>(Tm * D);
+        st->xb = cv.take<uint16_t>(Tm * std::max(std::max(D, VD), I));
+        st->proj = cv.take<float>(Tm * R);
+        st->gu = cv.take<float>(Tm * 2 * I);
+        st->logits = cv.take<float>(size_t(st->logits_rows) * vocab);
+        st->q = cv.take<float>(H * Tp * K);
+        st->k = cv.take<float>(H * Tp * K);
+        st->v = cv.take<float>(HV * Tp * V);
+        st->o = cv.take<float>(HV * Tp * V);
+        st->gl = cv.take<float>(HV * Tp);
+        st->beta = cv.take<float>(HV * Tp);
+        if (st->chunk_buffers) {
+            st->gam = cv.take<float>(HV * Tp);
+            st->G = cv.take<float>(H * nc * C * C);
+            st->QK = cv.take<float>(H * nc * C * C);
+            st->Pm = cv.take<float>(HV * nc * C * C);
+            st->Tb = cv.take<float>(HV * nc * C * C);
+            st->Tu = cv.take<float>(HV * nc * C * C);
+            st->W = cv.take<float>(HV * Tp * K);
+            st->U = cv.take<float>(HV * Tp * V);
+        }
+        st->d_layers = cv.take<kern::DecodeLayer>(L);
+        st->d_barrier = cv.take<unsigned int>(2);
+        st->d_tokens = cv.take<int32_t>(Tm);
+        st->d_sampled = cv.take<int32_t>(1);
+        st->d_argmax = cv.take<unsigned long long>(1);
+        st->sampling.keys_in = cv.take<float>(vocab);
+        st->sampling.keys_out = cv.take<float>(vocab);
+        st->sampling.ids_in = cv.take<int32_t>(vocab);
+        st->sampling.ids_out = cv.take<int32_t>(vocab);
+        st->sampling.w = cv.take<double>(vocab);
+        st->sampling.cum = cv.take<double>(vocab);
+        st->sampling.pd = cv.take<double>(vocab);
+        st->sampling.scalars = cv.take<int32_t>(4);
+        st->sampling.temp = cv.take<char>(sampling_temp);
+        st->sampling.temp_bytes = sampling_temp;
+        st->cublas_workspace = cv.take<char>(kCublasWorkspaceBytes);
+        st->cublas_workspace_bytes = kCublasWorkspaceBytes;
+    };
+    Carver sizing;
+    layout(sizing);
+    st->scratch_buf = ArenaBuffer(*arena_, sizing.offset, "sequence scratch");
+    Carver real;
+    real.base = st->scratch_buf.as<char>();
+    layout(real);
+
+    check(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_tokens), Tm * 4, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_argmax), 8, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_sampled), 4, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cublasCreate(&st->cublas), "cublasCreate");
+    check(cublasSetStream(st->cublas, st->stream), "cublasSetStream");
+    check(cublasSetWorkspace(st->cublas, st->cublas_workspace, st->cublas_workspace_bytes), "cublasSetWorkspace");
+    check(cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    // The fused decoding step: per-layer pointers of this state, barrier words at zero.
+    st->fused = options_.fused_decode &&
+                kern::decode_step_supported(c.hidden_size, c.value_dim(), c.intermediate_size, c.head_k_dim, c.head_v_dim);
+    std::vector<kern::DecodeLayer> layers(L);
+    for (size_t l = 0; l < L; ++l) {
+        const DeviceLayer &w = weights_->layers[l];
+        kern::DecodeLayer &d = layers[l];
+        d.in_proj = w.in_proj, d.o_proj = w.o_proj, d.gate_up = w.gate_up, d.down = w.down;
+        d.attn_norm = w.attn_norm, d.conv_w = w.conv, d.A_log = w.A_log, d.dt_bias = w.dt_bias;
+        d.o_norm = w.o_norm, d.mlp_norm = w.mlp_norm;
+        d.state = st->recurrent + l * size_t(c.recurrent_state_floats_per_layer());
+        d.conv_cache = st->conv ? st->conv + l * size_t(c.conv_cache_floats_per_layer()) : nullptr;
+    }
+    check(cudaMemcpyAsync(st->d_layers, layers.data(), L * sizeof(kern::DecodeLayer), cudaMemcpyHostToDevice, st->stream),
+          "cudaMemcpyAsync(layers)");
+    check(cudaMemsetAsync(st->d_barrier, 0, 2 * sizeof(unsigned int), st->stream), "cudaMemsetAsync(barrier)");
+    reset_state(*st);
+    check(cudaStreamSynchronize(st->stream), "cudaStreamSynchronize");
+    return st;
+}
+
+void CudaBackend::reset_state(SequenceState &state) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    check(cudaMemsetAsync(st.recurrent, 0, st.state_buf.bytes(), st.stream), "cudaMemsetAsync(state)");
+    if (st.conv) check(cudaMemsetAsync(st.conv, 0, st.conv_buf.bytes(), st.stream), "cudaMemsetAsync(conv)");
+}
+
+void CudaBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
+    CudaSequenceState &st = cast(state);
+    require(layer >= 0 && layer < config_.num_layers, SPECLA_ERR_INVALID_ARGUMENT, "layer ", layer, " out of range");
+    DeviceGuard g(device_);
+    const size_t n = size_t(config_.recurrent_state_floats_per_layer());
+    check(cudaMemcpyAsync(out, st.recurrent + size_t(layer) * n, n * 4, cudaMemcpyDeviceToHost, st.stream),
+          "cudaMemcpyAsync(read state)");
+    check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+}
+
+MemoryStats CudaBackend::memory_stats() const {
+    MemoryStats m;
+    m.weight_bytes = weights_->bytes();
+    const ArenaStats a = arena_->stats();
+    m.arena_reserved_bytes = a.reserved_bytes;
+    m.arena_used_bytes = a.used_bytes;
+    m.arena_peak_bytes = a.peak_used_bytes;
+    m.arena_blocks = a.blocks;
+    m.live_allocations = a.live_allocations;
+    return m;
+}
+
+void CudaBackend::ensure_graph(CudaSequenceState &st) {
+    if (st.graph || st.graph_failed || !options_.use_graph) return;
+    // Capture with PDL edges first; if the runtime refuses, without; if that fails too, stay eager.
+    const bool tries[2] = {options_.use_pdl, false};
+    for (int i = 0; i < 2; ++i) {
+        if (i == 1 && !options_.use_pdl) break;
+        cudaGraph_t g = nullptr;
+        check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        bool ok = true;
+        try {
+            enqueue_decode(st, tries[i]);
+        } catch (const Error &) {
+            ok = false;
+        }
+        const cudaError_t ec = cudaStreamEndCapture(st.stream, &g);
+        if (!ok || ec != cudaSuccess || !g) {
+            (void)cudaGetLastError();
+            if (g) (void)cudaGraphDestroy(g);
+            continue;
+        }
+        cudaGraphExec_t exec = nullptr;
+        const cudaError_t ei = cudaGraphInstantiate(&exec, g, 0);
+        (void)cudaGraphDestroy(g);
+        if (ei != cudaSuccess) {
+            (void)cudaGetLastError();
+            continue;
+        }
+        st.graph = exec;
+        st.decode_mode = std::string(st.fused ? "fused" : "per-op") + (tries[i] && !st.fused ? ", graph+pdl" : ", graph");
+        return;
+    }
+    st.graph_failed = true;
+    log(SPECLA_LOG_WARN, "CUDA graph capture of the decoding step failed; running it without a graph");
+}
+
+void CudaBackend::run_decode(CudaSequenceState &st) {
+    // The first step runs eagerly (it also resolves lazy per-kernel setup outside any capture);
+    // from the second on, the captured graph is replayed.
+    if (st.eager_steps >= 1) ensure_graph(st);
+    if (st.graph) {
+        check(cudaGraphLaunch(st.graph, st.stream), "cudaGraphLaunch");
+    } else {
+        enqueue_decode(st, options_.use_pdl);
+        st.eager_steps += 1;
+        if (!options_.use_graph || st.graph_failed) st.decode_mode = std::string(st.fused ? "fused" : "per-op") + ", eager";
+    }
+}
+
+int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
+                                       float *logits) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    const int32_t vocab = config_.vocab_size;
+    // The previous step's argmax copy may still be in flight only if the caller did not wait for
+    // it, which this function always does; h_tokens is therefore free to overwrite.
+    st.h_tokens[0] = token;
+    run_decode(st);
+    int32_t result;
+    if (sampling.greedy()) {
+        if (logits)
+            check(cudaMemcpyAsync(logits, st.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
+                  "cudaMemcpyAsync(logits)");
+        check(cudaStreamSynchronize(st.stream), "decoding step");
+        result = kern::argmax_key_id(*st.h_argmax);
+    } else {
+        check(kern::launch_sample(st.logits, vocab, sampling.temperature, sampling.top_k, sampling.top_p, u,
+                                  st.sampling, st.d_sampled, st.stream),
+              "sampling kernels");
+        check(cudaMemcpyAsync(st.h_sampled, st.d_sampled, 4, cudaMemcpyDeviceToHost, st.stream),
+              "cudaMemcpyAsync(token)");
+        if (logits)
+            check(cudaMemcpyAsync(logits, st.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
+                  "cudaMemcpyAsync(logits)");
+        check(cudaStreamSynchronize(st.stream), "decoding step");
+        result = *st.h_sampled;
+    }
+    return result;
+}
+
+void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits) {
+    CudaSequenceState &st = cast(state);
+    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
+            " tokens exceeds the state's capacity ", st.capacity);
+    DeviceGuard g(device_);
+    const int32_t vocab = config_.vocab_size;
+    if (n == 1) {
+        st.h_tokens[0] = tokens[0];
+        run_decode(st);
+        if (rows != LogitsRows::None)
+            check(cudaMemcpyAsync(logits, st.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
+                  "cudaMemcpyAsync(logits)");
+        check(cudaStreamSynchronize(st.stream), "eval_chain");
+        return;
+    }
+    std::memcpy(st.h_tokens, tokens, size_t(n) * 4);
+    check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream),
+          "cudaMemcpyAsync(tokens)");
+    enqueue_block(st, n, rows, logits);
+    check(cudaStreamSynchronize(st.stream), "eval_chain");
+}
+
+float CudaBackend::time_decode_steps(SequenceState &state, int32_t token, int32_t steps) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    st.h_tokens[0] = token;
+    // Make sure the graph exists before timing.
+    if (st.eager_steps == 0) run_decode(st);
+    ensure_graph(st);
+    check(cudaStreamSynchronize(st.stream), "warm-up step");
+    cudaEvent_t e0, e1;
+    check(cudaEventCreate(&e0), "cudaEventCreate");
+    check(cudaEventCreate(&e1), "cudaEventCreate");
+    check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
+    for (int32_t i = 0; i < steps; ++i) run_decode(st);
+    check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
+    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    return ms;
+}
+
+std::string CudaBackend::decode_mode(SequenceState &state) const { return cast(state).decode_mode; }
+
+const float *CudaBackend::device_logits(SequenceState &state) const { return cast(state).logits; }
+
+}  // namespace cuda
+
+std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const ModelWeights &weights,
+                                                int32_t device, const CudaBackendOptions &options) {
+    return std::make_unique<cuda::CudaBackend>(config, weights, device, options);
+}
+
+std::unique_ptr<Backend> create_cuda_backend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                                             size_t arena_block_bytes) {
+    CudaBackendOptions options;
+    options.arena_block_bytes = arena_block_bytes;
+    return create_cuda_backend_ex(config, weights, device, options);
+}
+
+}  // namespace specla

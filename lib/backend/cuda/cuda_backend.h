@@ -1,0 +1,148 @@
+// The CUDA backend (host side). Internal header: the engine reaches it through
+// create_cuda_backend() (engine/backend.h); tests and benchmarks include it for the options and
+// the timing hooks.
+//
+// A plain decoding step is one CUDA graph replay per sequence state: token id copied in from pinned
+// memory, embedding gather, per layer 5 kernels (in_proj GEMV with RMSNorm prologue and
+// conv/gates epilogue, recurrent step, o_proj GEMV with gated-norm prologue and residual epilogue,
+// gate_up GEMV with RMSNorm prologue and SwiGLU epilogue, down GEMV with residual epilogue), the
+// lm_head GEMV with final-norm prologue and a fused argmax, and the argmax copied out. Kernels are
+// chained with programmatic dependent launch so each one's weight stream starts under the tail of
+// the previous one. No allocation and no host synchronisation happen inside a step.
+//
+// A block of n > 1 tokens (prefill, chains) runs the projections as cuBLAS bf16 GEMMs (fp32
+// accumulate, activations rounded to bf16), the conv/gates kernel, and the recurrence either in the
+// chunk (WY) form on tensor cores (n >= chunk_min_tokens and a supported head shape) or with the
+// state-resident recurrent kernel.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/cuda_weights.h"
+#include "engine/backend.h"
+#include "decode_step.cuh"
+#include "launch_common.cuh"
+#include "memory/gpu_arena.h"
+#include "sampling.cuh"
+
+namespace specla {
+
+struct CudaBackendOptions {
+    size_t arena_block_bytes = 0;   // 0: Arena::kDefaultBlockBytes
+    size_t arena_budget_bytes = 0;  // cap on arena memory (0: none); tests use it for the OOM path
+    bool use_graph = true;          // replay a captured graph per decoding step
+    bool use_pdl = true;            // programmatic dependent launch between kernels
+    int32_t chunk_min_tokens = 64;  // blocks of at least this many tokens use the chunk (WY) form
+    // One persistent kernel per decoding step (kernels/decode_step.cuh) instead of one kernel per
+    // op. Correct and sanitizer-clean but measured slower on the H200 (GDN-1.3B: 1.62 vs 1.25 ms per
+    // step), so off by default; kept as the base for deeper cross-phase prefetching.
+    bool fused_decode = false;
+};
+
+std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const ModelWeights &weights,
+                                                int32_t device, const CudaBackendOptions &options);
+
+namespace cuda {
+
+// One sequence: recurrent state [L][HV][V][K] and conv cache [L][W-1][CC] (both fp32), and the
+// scratch of one pass, all from the backend's arena; its own stream, cuBLAS handle and graph.
+struct CudaSequenceState final : SequenceState {
+    ~CudaSequenceState() override;
+
+    int device = 0;
+    int32_t capacity = 0;  // tokens per pass
+    int32_t padded = 0;    // capacity rounded up to whole chunks
+    int32_t logits_rows = 0;  // rows of the logits buffer (LogitsRows::All goes through it in slices)
+    bool chunk_buffers = false;
+
+    std::shared_ptr<Arena> arena;
+    ArenaBuffer state_buf, conv_buf, scratch_buf;
+    float *recurrent = nullptr, *conv = nullptr;
+
+    // Scratch (pointers into scratch_buf).
+    float *h = nullptr, *proj = nullptr, *gu = nullptr, *o = nullptr, *logits = nullptr;
+    uint16_t *xb = nullptr;
+    float *q = nullptr, *k = nullptr, *v = nullptr, *gl = nullptr, *beta = nullptr, *gam = nullptr;
+    float *G = nullptr, *QK = nullptr, *Pm = nullptr, *Tb = nullptr, *Tu = nullptr, *W = nullptr, *U = nullptr;
+    int32_t *d_tokens = nullptr, *d_sampled = nullptr;
+    unsigned long long *d_argmax = nullptr;
+    bool fused = false;                       // the decoding step is one persistent kernel
+    kern::DecodeLayer *d_layers = nullptr;    // its per-layer pointers (device)
+    unsigned int *d_barrier = nullptr;        // its grid barrier words
+    void *cublas_workspace = nullptr;
+    size_t cublas_workspace_bytes = 0;
+    kern::SamplingBuffers sampling;
+
+    // Pinned host memory the captured step reads from / writes to.
+    int32_t *h_tokens = nullptr;
+    unsigned long long *h_argmax = nullptr;
+    int32_t *h_sampled = nullptr;
+
+    cudaStream_t stream = nullptr;
+    cublasHandle_t cublas = nullptr;
+    cudaGraphExec_t graph = nullptr;
+    std::string decode_mode = "eager";  // "fused|per-op" + ", graph+pdl" / ", graph" / ", eager"
+    int64_t eager_steps = 0;
+    bool graph_failed = false;
+};
+
+class CudaBackend final : public Backend {
+public:
+    CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                const CudaBackendOptions &options);
+    ~CudaBackend() override;
+
+    specla_backend kind() const override { return SPECLA_BACKEND_CUDA; }
+    const ModelConfig &config() const override { return config_; }
+    std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) override;
+    void reset_state(SequenceState &state) override;
+    void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
+                    float *logits) override;
+    int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
+                              float *logits) override;
+    void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
+    MemoryStats memory_stats() const override;
+
+    // ---- for tests and benchmarks ----
+    int32_t device() const { return device_; }
+    int32_t sm_count() const { return sm_count_; }
+    const cuda::DeviceWeights &device_weights() const { return *weights_; }
+    const CudaBackendOptions &options() const { return options_; }
+    // Changes the options for states created afterwards and for later calls (benchmarks compare
+    // variants on one copy of the weights); not thread-safe with concurrent calls.
+    void set_options(const CudaBackendOptions &o) { options_ = o; }
+    kern::LaunchCtx launch_ctx(cudaStream_t stream) const;
+    // Replays `steps` decoding steps of `token` (state advances) and returns the milliseconds
+    // between CUDA events around them, with no host synchronisation between steps.
+    float time_decode_steps(SequenceState &state, int32_t token, int32_t steps);
+    std::string decode_mode(SequenceState &state) const;
+    // The device copy of the last logits row the state produced (vocab floats).
+    const float *device_logits(SequenceState &state) const;
+
+private:
+    CudaSequenceState &cast(SequenceState &s) const;
+    // Enqueue one decoding step (reads the token from st.d_tokens after copying h_tokens[0]).
+    void enqueue_decode(CudaSequenceState &st, bool pdl);
+    void ensure_graph(CudaSequenceState &st);
+    void run_decode(CudaSequenceState &st);
+    // Enqueue a block of n > 1 tokens already in st.d_tokens.
+    void enqueue_block(CudaSequenceState &st, int32_t n, LogitsRows rows, float *logits);
+    void mix_block(CudaSequenceState &st, int layer, int32_t n);
+    void gemm_bf16(CudaSequenceState &st, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
+                   int32_t n, float *y, float beta);
+
+    ModelConfig config_;
+    int32_t device_ = 0;
+    CudaBackendOptions options_;
+    int32_t sm_count_ = 1;
+    std::unique_ptr<cuda::DeviceWeights> weights_;
+    std::shared_ptr<Arena> arena_;
+};
+
+}  // namespace cuda
+}  // namespace specla

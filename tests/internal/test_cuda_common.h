@@ -1,0 +1,110 @@
+// Shared helpers of the CUDA test files (test_cuda_*.cpp): device detection with a printed skip
+// reason, fresh random seeds, device buffers, error measures.
+#pragma once
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#ifdef SPECLA_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "util/error.h"
+
+namespace cudatest {
+
+// True when a device this build can run on exists; otherwise `why` says what is missing.
+inline bool gpu_available(std::string &why) {
+    int n = 0;
+    const cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        why = std::string("no usable CUDA driver/device (cudaGetDeviceCount: ") + cudaGetErrorName(e) + ")";
+        return false;
+    }
+    if (n == 0) {
+        why = "cudaGetDeviceCount reports no GPU";
+        return false;
+    }
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, 0) != cudaSuccess || p.major < 9) {
+        why = std::string("device 0 (") + p.name + ") is not sm_90 or newer; kernels are built for sm_90a";
+        return false;
+    }
+    return true;
+}
+
+// Skips the rest of the test case with a printed reason when there is no GPU.
+#define CUDA_TEST_REQUIRE_GPU()                                  \
+    do {                                                         \
+        std::string why_;                                        \
+        if (!::cudatest::gpu_available(why_)) {                  \
+            MESSAGE("CUDA test skipped: " << why_);              \
+            return;                                              \
+        }                                                        \
+    } while (0)
+
+inline void ck(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        FAIL_CHECK(what << ": " << cudaGetErrorName(e) << " " << cudaGetErrorString(e));
+        throw specla::Error(SPECLA_ERR_DEVICE, what);
+    }
+}
+#define CK(call) ::cudatest::ck((call), #call)
+
+// A device copy of a host vector, freed on destruction.
+template <typename T>
+struct DevBuf {
+    T *p = nullptr;
+    size_t n = 0;
+    explicit DevBuf(size_t count) : n(count) { CK(cudaMalloc(reinterpret_cast<void **>(&p), (count ? count : 1) * sizeof(T))); }
+    explicit DevBuf(const std::vector<T> &h) : DevBuf(h.size()) { upload(h); }
+    ~DevBuf() { (void)cudaFree(p); }
+    DevBuf(const DevBuf &) = delete;
+    DevBuf &operator=(const DevBuf &) = delete;
+    void upload(const std::vector<T> &h) { CK(cudaMemcpy(p, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice)); }
+    std::vector<T> download() const {
+        std::vector<T> h(n);
+        CK(cudaMemcpy(h.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+        return h;
+    }
+    // Fills with a NaN pattern (0xFF bytes) so unwritten outputs show.
+    void poison() { CK(cudaMemset(p, 0xff, n * sizeof(T))); }
+};
+
+}  // namespace cudatest
+#endif  // SPECLA_WITH_CUDA
+
+namespace cudatest {
+
+// A fresh seed per run, printed so a failure can be reproduced.
+inline uint64_t fresh_seed(const char *what) {
+    std::random_device rd;
+    const uint64_t s = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
+                       uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    MESSAGE(std::string(what) << ": seed " << s);
+    return s;
+}
+
+// max |a - b| / max |b| (the reference's scale, so near-zero entries do not dominate); NaN -> inf.
+inline double max_rel(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; ++i) {
+        const double d = std::fabs(double(a[i]) - double(b[i]));
+        if (!(d == d)) return INFINITY;
+        num = d > num ? d : num;
+        den = std::fabs(double(b[i])) > den ? std::fabs(double(b[i])) : den;
+    }
+    return den > 0 ? num / den : num;
+}
+inline double max_rel(const std::vector<float> &a, const std::vector<float> &b) {
+    REQUIRE(a.size() == b.size());
+    return max_rel(a.data(), b.data(), a.size());
+}
+
+}  // namespace cudatest

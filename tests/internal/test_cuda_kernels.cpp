@@ -1,0 +1,679 @@
+// Every CUDA kernel against its CPU reference (backend/cpu/cpu_ops.h, cpu_gdn.h, the host sampler,
+// or a small double-precision reference written here) on fresh random inputs; the seed is printed.
+//
+// Tolerances (max |gpu - ref| / max |ref|):
+//   fp32 kernels on the same inputs (GEMV with bf16 weights vs a double reference over the same bf16
+//   values, recurrent step, conv/gates): 1e-4 -- only the summation order differs;
+//   kernels writing bf16 (norm rows, SwiGLU rows): 8e-3 -- one bf16 rounding (2^-9 relative);
+//   the chunk (WY) state pass on TF32 tensor cores vs the exact token loop: 1e-2 -- TF32 keeps 10
+//   mantissa bits (~5e-4 per product) and errors add over a chunk;
+//   token selection (argmax, top-k/top-p sampling): exact.
+#include "test_cuda_common.h"
+
+#ifndef SPECLA_WITH_CUDA
+
+TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this build has no CUDA support"); }
+
+#else
+
+#include <algorithm>
+#include <cstring>
+
+#include "backend/cpu/cpu_gdn.h"
+#include "backend/cpu/cpu_ops.h"
+#include "conv.cuh"
+#include "embedding.cuh"
+#include "gdn_chunk.cuh"
+#include "gdn_recurrent.cuh"
+#include "gemv.cuh"
+#include "generate/sampler.h"
+#include "model/safetensors.h"
+#include "norms.cuh"
+#include "sampling.cuh"
+#include "swiglu.cuh"
+
+using namespace specla;
+using namespace cudatest;
+
+namespace {
+
+struct Rand {
+    std::mt19937_64 g;
+    explicit Rand(uint64_t s) : g(s) {}
+    float normal(float s = 1.f) { return std::normal_distribution<float>(0.f, s)(g); }
+    float uni(float a, float b) { return std::uniform_real_distribution<float>(a, b)(g); }
+    int integer(int a, int b) { return std::uniform_int_distribution<int>(a, b)(g); }
+    std::vector<float> normals(size_t n, float s = 1.f) {
+        std::vector<float> v(n);
+        for (auto &x : v) x = normal(s);
+        return v;
+    }
+    std::vector<float> unis(size_t n, float a, float b) {
+        std::vector<float> v(n);
+        for (auto &x : v) x = uni(a, b);
+        return v;
+    }
+};
+
+kern::LaunchCtx test_ctx() {
+    kern::LaunchCtx ctx;
+    int dev = 0;
+    cudaDeviceProp p{};
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&p, dev));
+    ctx.sm_count = p.multiProcessorCount;
+    ctx.pdl = false;
+    return ctx;
+}
+
+std::vector<uint16_t> to_bf16(const std::vector<float> &v) {
+    std::vector<uint16_t> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = f32_to_bf16(v[i]);
+    return r;
+}
+
+// ---- GEMV ------------------------------------------------------------------------------------------------
+
+struct GemvCase {
+    int64_t rows, cols;
+    kern::GemvPrologue pro;
+    kern::GemvEpilogue epi;
+    int head_dim = 0;
+    bool gate = false;
+    bool generic = false;
+};
+
+void run_gemv_case(Rand &rnd, const GemvCase &gc, const kern::LaunchCtx &ctx) {
+    INFO("gemv rows=", gc.rows, " cols=", gc.cols, " pro=", int(gc.pro), " epi=", int(gc.epi), " hd=", gc.head_dim,
+         " generic=", gc.generic);
+    const int64_t R = gc.rows, Cn = gc.cols;
+    const float eps = 1e-5f;
+    std::vector<float> wf = rnd.normals(size_t(R * Cn), 1.f / std::sqrt(float(Cn)));
+    const std::vector<uint16_t> wb = to_bf16(wf);
+    const std::vector<float> x = rnd.normals(static_cast<size_t>(Cn), 1.5f);
+    const int nw = gc.pro == kern::GemvPrologue::HeadNorm ? gc.head_dim : int(Cn);
+    const std::vector<float> nwv = rnd.unis(static_cast<size_t>(nw), 0.6f, 1.4f);
+    const std::vector<float> z = rnd.normals(static_cast<size_t>(Cn));
+
+    // Reference input vector.
+    std::vector<float> xp(static_cast<size_t>(Cn));
+    if (gc.pro == kern::GemvPrologue::None) xp = x;
+    else if (gc.pro == kern::GemvPrologue::RmsNorm) cpu::rmsnorm(x.data(), nwv.data(), Cn, eps, xp.data());
+    else
+        for (int64_t h = 0; h < Cn / gc.head_dim; ++h)
+            cpu::gated_rmsnorm(x.data() + h * gc.head_dim, nwv.data(), gc.gate ? z.data() + h * gc.head_dim : nullptr,
+                               gc.head_dim, eps, xp.data() + h * gc.head_dim);
+    std::vector<double> y(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) {
+        double acc = 0;
+        for (int64_t c = 0; c < Cn; ++c) acc += double(bf16_to_f32(wb[size_t(r * Cn + c)])) * xp[static_cast<size_t>(c)];
+        y[static_cast<size_t>(r)] = acc;
+    }
+
+    const bool paired = gc.epi == kern::GemvEpilogue::SwiGLU;
+    const int64_t nout = paired ? R / 2 : R;
+    std::vector<float> out0 = rnd.normals(static_cast<size_t>(nout));
+    std::vector<float> want(static_cast<size_t>(nout));
+    for (int64_t r = 0; r < nout; ++r) {
+        switch (gc.epi) {
+            case kern::GemvEpilogue::Add: want[static_cast<size_t>(r)] = float(out0[static_cast<size_t>(r)] + y[static_cast<size_t>(r)]); break;
+            case kern::GemvEpilogue::SwiGLU:
+                want[static_cast<size_t>(r)] = float(cpu::silu(float(y[static_cast<size_t>(r)])) * y[size_t(nout + r)]);
+                break;
+            default: want[static_cast<size_t>(r)] = float(y[static_cast<size_t>(r)]);
+        }
+    }
+
+    DevBuf<uint16_t> dw(wb);
+    DevBuf<float> dx(x), dn(nwv), dz(z), dout(out0);
+    DevBuf<unsigned long long> dam(1);
+    CK(cudaMemset(dam.p, 0, 8));
+    if (gc.epi != kern::GemvEpilogue::Add) dout.poison();
+    kern::GemvParams p;
+    p.w = dw.p, p.rows = R, p.cols = Cn;
+    p.pro = gc.pro, p.x = dx.p, p.norm_w = dn.p, p.eps = eps, p.z = gc.gate ? dz.p : nullptr;
+    p.head_dim = gc.head_dim, p.use_gate = gc.gate;
+    p.epi = gc.epi, p.out = dout.p, p.argmax = dam.p;
+    p.force_generic = gc.generic;
+    CK(kern::launch_gemv(p, ctx));
+    CK(cudaDeviceSynchronize());
+    const std::vector<float> got = dout.download();
+    const double err = max_rel(got, want);
+    CHECK(err <= 1e-4);
+    if (gc.epi == kern::GemvEpilogue::Logits) {
+        const int32_t id = kern::argmax_key_id(dam.download()[0]);
+        REQUIRE(id >= 0);
+        REQUIRE(id < R);
+        // The same row as the host argmax of the kernel's own output (exact rule, ties -> lowest id).
+        CHECK(id == specla::argmax(got.data(), int32_t(R)));
+    }
+}
+
+TEST_CASE("cuda kernels: bf16 GEMV with fused prologues and epilogues vs CPU reference") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("gemv"));
+    const auto ctx = test_ctx();
+    using P = kern::GemvPrologue;
+    using E = kern::GemvEpilogue;
+    const GemvCase cases[] = {
+        {37, 64, P::RmsNorm, E::Store},
+        {1000, 2048, P::RmsNorm, E::Add},
+        {600, 2048, P::RmsNorm, E::SwiGLU},
+        {2048, 2048, P::HeadNorm, E::Add, 256, true},
+        {400, 512, P::HeadNorm, E::Store, 128, false},
+        {513, 5632, P::None, E::Add},
+        {100, 9000, P::None, E::Store},
+        {50, 100, P::RmsNorm, E::Store},          // cols % 8 != 0: generic kernel
+        {64, 144, P::HeadNorm, E::Store, 24, true},
+        {70, 96, P::HeadNorm, E::Store, 12, true},  // head_dim % 8 != 0: generic kernel
+        {3000, 384, P::RmsNorm, E::Logits},
+        {514, 256, P::RmsNorm, E::SwiGLU, 0, false, true},
+        {777, 256, P::RmsNorm, E::Logits, 0, false, true},
+        {32000, 2048, P::RmsNorm, E::Logits},
+    };
+    for (const GemvCase &gc : cases) run_gemv_case(rnd, gc, ctx);
+}
+
+TEST_CASE("cuda kernels: in_proj GEMV epilogue (conv + SiLU, gates) vs CPU reference") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("in_proj epilogue"));
+    const auto ctx = test_ctx();
+    for (int generic = 0; generic < 2; ++generic) {
+        for (int use_conv = 0; use_conv < 2; ++use_conv) {
+            const int H = 2, HV = 4, K = 16, V = 24, W = 4, D = 64;
+            const int KD = H * K, VD = HV * V, CC = 2 * KD + VD;
+            const int64_t row_g = CC, row_a = row_g + VD, row_b = row_a + HV, R = row_b + HV;
+            const std::vector<float> wf = rnd.normals(size_t(R * D), 0.2f);
+            const auto wb = to_bf16(wf);
+            const auto h = rnd.normals(D), nw = rnd.unis(D, 0.7f, 1.3f);
+            const auto convw = rnd.normals(size_t(CC * W), 0.5f), cache0 = rnd.normals(size_t((W - 1) * CC));
+            const auto A_log = rnd.normals(HV, 0.5f), dt_bias = rnd.normals(HV, 0.5f);
+            std::vector<float> xp(D);
+            cpu::rmsnorm(h.data(), nw.data(), D, 1e-6f, xp.data());
+            std::vector<float> want(static_cast<size_t>(R)), cache = cache0;
+            for (int64_t r = 0; r < R; ++r) {
+                double acc = 0;
+                for (int c = 0; c < D; ++c) acc += double(bf16_to_f32(wb[size_t(r * D + c)])) * xp[static_cast<size_t>(c)];
+                const float yv = float(acc);
+                float out;
+                if (r < CC) {
+                    if (use_conv) {
+                        float a = 0.f;
+                        for (int j = 0; j < W - 1; ++j) a += convw[size_t(r * W + j)] * cache[size_t(j * CC + r)];
+                        a += convw[size_t(r * W + W - 1)] * yv;
+                        for (int j = 0; j + 1 < W - 1; ++j) cache[size_t(j * CC + r)] = cache[size_t((j + 1) * CC + r)];
+                        cache[size_t((W - 2) * CC + r)] = yv;
+                        out = cpu::silu(a);
+                    } else {
+                        out = cpu::silu(yv);
+                    }
+                } else if (r < row_a) {
+                    out = yv;
+                } else if (r < row_b) {
+                    out = cpu::gdn_decay_log(yv, A_log[size_t(r - row_a)], dt_bias[size_t(r - row_a)]);
+                } else {
+                    out = cpu::gdn_beta(yv, true);
+                }
+                want[static_cast<size_t>(r)] = out;
+            }
+            DevBuf<uint16_t> dw(wb);
+            DevBuf<float> dh(h), dn(nw), dcw(convw), dcache(cache0), dA(A_log), ddt(dt_bias), dout(static_cast<size_t>(R));
+            dout.poison();
+            kern::GemvParams p;
+            p.w = dw.p, p.rows = R, p.cols = D, p.pro = kern::GemvPrologue::RmsNorm, p.x = dh.p, p.norm_w = dn.p;
+            p.eps = 1e-6f, p.epi = kern::GemvEpilogue::InProj, p.out = dout.p;
+            p.conv_cache = dcache.p, p.conv_w = dcw.p, p.conv_size = W, p.conv_channels = CC;
+            p.use_short_conv = use_conv, p.row_a = row_a, p.row_b = row_b, p.A_log = dA.p, p.dt_bias = ddt.p;
+            p.beta_scale = 2.f, p.force_generic = generic;
+            CK(kern::launch_gemv(p, ctx));
+            CK(cudaDeviceSynchronize());
+            INFO("generic=", generic, " conv=", use_conv);
+            CHECK(max_rel(dout.download(), want) <= 1e-4);
+            if (use_conv) CHECK(max_rel(dcache.download(), cache) <= 1e-5);
+        }
+    }
+}
+
+// ---- recurrent step over n tokens -----------------------------------------------------------------------
+
+struct RecCase {
+    int H, HV, K, V, n, normalize, pending;
+};
+
+void run_recurrent_case(Rand &rnd, const RecCase &rc, const kern::LaunchCtx &ctx) {
+    INFO("recurrent H=", rc.H, " HV=", rc.HV, " K=", rc.K, " V=", rc.V, " n=", rc.n, " normalize=", rc.normalize,
+         " pending=", rc.pending);
+    const int H = rc.H, HV = rc.HV, K = rc.K, V = rc.V, n = rc.n, np = rc.pending, grp = HV / H;
+    std::vector<float> q = rnd.normals(size_t(n * H * K)), k = rnd.normals(size_t(n * H * K));
+    if (!rc.normalize)
+        for (int t = 0; t < n; ++t)
+            for (int h = 0; h < H; ++h) {
+                cpu::l2_normalize(q.data() + (t * H + h) * K, K, 1.f / std::sqrt(float(K)));
+                cpu::l2_normalize(k.data() + (t * H + h) * K, K, 1.f);
+            }
+    const auto v = rnd.normals(size_t(n * HV * V)), g = rnd.unis(size_t(n * HV), -1.5f, 0.f),
+               beta = rnd.unis(size_t(n * HV), 0.f, 2.f);
+    const auto state0 = rnd.normals(size_t(HV * V * K), 0.3f);  // [HV][V][K]
+    std::vector<float> pk = rnd.normals(size_t(std::max(np, 1) * H * K));
+    for (int t = 0; t < np; ++t)
+        for (int h = 0; h < H; ++h) cpu::l2_normalize(pk.data() + (t * H + h) * K, K, 1.f);
+    const auto pu = rnd.normals(size_t(std::max(np, 1) * HV * V)), pg = rnd.unis(size_t(std::max(np, 1) * HV), -1.f, 0.f);
+
+    // Reference: per value head, state as [K][V] (the CPU engine's layout).
+    std::vector<float> o_ref(size_t(n * HV * V)), u_ref(size_t(n * HV * V)), k_ref(size_t(n * H * K)),
+        s_ref(state0.size());
+    for (int hv = 0; hv < HV; ++hv) {
+        const int h = hv / grp;
+        std::vector<float> S(size_t(K * V));
+        for (int i = 0; i < K; ++i)
+            for (int j = 0; j < V; ++j) S[size_t(i * V + j)] = state0[size_t((hv * V + j) * K + i)];
+        for (int t = 0; t < np; ++t)
+            cpu::gdn_apply_factor(S.data(), K, V, pk.data() + (t * H + h) * K, pu.data() + (t * HV + hv) * V,
+                                  pg[size_t(t * HV + hv)]);
+        for (int t = 0; t < n; ++t) {
+            std::vector<float> qn(q.begin() + (t * H + h) * K, q.begin() + (t * H + h + 1) * K);
+            std::vector<float> kn(k.begin() + (t * H + h) * K, k.begin() + (t * H + h + 1) * K);
+            if (rc.normalize) {
+                cpu::l2_normalize(qn.data(), K, 1.f / std::sqrt(float(K)));
+                cpu::l2_normalize(kn.data(), K, 1.f);
+            }
+            cpu::gdn_step(S.data(), K, V, qn.data(), kn.data(), v.data() + (t * HV + hv) * V, beta[size_t(t * HV + hv)],
+                          g[size_t(t * HV + hv)], o_ref.data() + (t * HV + hv) * V, u_ref.data() + (t * HV + hv) * V);
+            std::copy(kn.begin(), kn.end(), k_ref.begin() + (t * H + h) * K);
+        }
+        for (int i = 0; i < K; ++i)
+            for (int j = 0; j < V; ++j) s_ref[size_t((hv * V + j) * K + i)] = S[size_t(i * V + j)];
+    }
+
+    DevBuf<float> dq(q), dk(k), dv(v), dg(g), db(beta), ds(state0), do_(size_t(n * HV * V)), du(size_t(n * HV * V)),
+        dko(size_t(n * H * K)), dpk(pk), dpu(pu), dpg(pg);
+    do_.poison(), du.poison(), dko.poison();
+    kern::RecurrentParams p;
+    p.n_tokens = n, p.H = H, p.HV = HV, p.K = K, p.V = V;
+    p.q = dq.p, p.k = dk.p, p.v = dv.p, p.g = dg.p, p.beta = db.p;
+    p.q_tstride = H * K, p.q_hstride = K, p.v_tstride = HV * V, p.v_hstride = V, p.gb_tstride = HV, p.gb_hstride = 1;
+    p.state = ds.p, p.o = do_.p, p.o_tstride = HV * V, p.o_hstride = V;
+    p.normalize = rc.normalize, p.q_scale = 1.f / std::sqrt(float(K));
+    p.k_out = dko.p, p.u_out = du.p;
+    p.n_pending = np, p.pk = dpk.p, p.pu = dpu.p, p.pg = dpg.p;
+    CK(kern::launch_gdn_recurrent(p, ctx));
+    CK(cudaDeviceSynchronize());
+    CHECK(max_rel(do_.download(), o_ref) <= 1e-4);
+    CHECK(max_rel(ds.download(), s_ref) <= 1e-4);
+    CHECK(max_rel(du.download(), u_ref) <= 1e-4);
+    CHECK(max_rel(dko.download(), k_ref) <= 1e-5);
+}
+
+TEST_CASE("cuda kernels: recurrent GDN step over n tokens (state on chip) vs cpu::gdn_step") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("recurrent"));
+    const auto ctx = test_ctx();
+    const RecCase cases[] = {
+        {1, 1, 16, 24, 1, 1, 0},   {3, 6, 16, 24, 3, 0, 2},  {2, 2, 32, 64, 5, 1, 0},   {2, 2, 128, 256, 2, 1, 3},
+        {1, 2, 256, 256, 1, 1, 0}, {2, 2, 64, 48, 4, 0, 0},  {1, 1, 100, 40, 2, 1, 0},  {1, 1, 300, 32, 1, 1, 1},
+        {8, 8, 256, 256, 1, 1, 0},
+    };
+    for (const RecCase &rc : cases) run_recurrent_case(rnd, rc, ctx);
+}
+
+// ---- conv + gates of a block ------------------------------------------------------------------------------
+
+TEST_CASE("cuda kernels: block conv + SiLU + l2 norm + gates, and the conv cache update") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("conv prefill"));
+    const auto ctx = test_ctx();
+    for (int variant = 0; variant < 3; ++variant) {
+        const int H = 2, HV = 4, K = 16, V = 24, W = 4;
+        const int n = variant == 0 ? 7 : variant == 1 ? 2 : 70;
+        const int Tp = variant == 2 ? 128 : n;
+        const int use_conv = variant != 1;
+        const int KD = H * K, VD = HV * V, CC = 2 * KD + VD;
+        const int64_t row_a = CC + VD, row_b = row_a + HV, R = row_b + HV;
+        const auto proj = rnd.normals(size_t(n * R)), cache0 = rnd.normals(size_t((W - 1) * CC));
+        const auto convw = rnd.normals(size_t(CC * W), 0.5f), A_log = rnd.normals(HV, 0.5f),
+                   dt_bias = rnd.normals(HV, 0.5f);
+        // Reference, as CpuBackend::mix_chain computes it.
+        std::vector<float> q_ref(size_t(H * Tp * K), 0.f), k_ref(q_ref.size(), 0.f), v_ref(size_t(HV * Tp * V), 0.f),
+            g_ref(size_t(HV * Tp), 0.f), b_ref(g_ref.size(), 0.f);
+        for (int t = 0; t < n; ++t) {
+            std::vector<float> m(static_cast<size_t>(CC));
+            for (int c = 0; c < CC; ++c) {
+                float acc = 0.f;
+                for (int j = 0; j < W; ++j) {
+                    const int src = t - (W - 1) + j;
+                    const float in = src >= 0 ? proj[size_t(src * R + c)] : cache0[size_t((W - 1 + src) * CC + c)];
+                    acc += convw[size_t(c * W + j)] * in;
+                }
+                m[static_cast<size_t>(c)] = cpu::silu(use_conv ? acc : proj[size_t(t * R + c)]);
+            }
+            for (int h = 0; h < H; ++h) {
+                cpu::l2_normalize(m.data() + h * K, K, 1.f / std::sqrt(float(K)));
+                cpu::l2_normalize(m.data() + KD + h * K, K, 1.f);
+                for (int i = 0; i < K; ++i) {
+                    q_ref[size_t((h * Tp + t) * K + i)] = m[size_t(h * K + i)];
+                    k_ref[size_t((h * Tp + t) * K + i)] = m[size_t(KD + h * K + i)];
+                }
+            }
+            for (int hv = 0; hv < HV; ++hv) {
+                for (int j = 0; j < V; ++j) v_ref[size_t((hv * Tp + t) * V + j)] = m[size_t(2 * KD + hv * V + j)];
+                g_ref[size_t(hv * Tp + t)] =
+                    cpu::gdn_decay_log(proj[size_t(t * R + row_a + hv)], A_log[static_cast<size_t>(hv)], dt_bias[static_cast<size_t>(hv)]);
+                b_ref[size_t(hv * Tp + t)] = cpu::gdn_beta(proj[size_t(t * R + row_b + hv)], false);
+            }
+        }
+        std::vector<float> cache_ref(cache0.size());
+        for (int r = 0; r < W - 1; ++r) {
+            const int src = n - (W - 1) + r;
+            for (int c = 0; c < CC; ++c)
+                cache_ref[size_t(r * CC + c)] = src >= 0 ? proj[size_t(src * R + c)] : cache0[size_t((W - 1 + src) * CC + c)];
+        }
+        DevBuf<float> dproj(proj), dcache(cache0), dcw(convw), dA(A_log), ddt(dt_bias), dq(q_ref.size()),
+            dk(k_ref.size()), dv(v_ref.size()), dg(g_ref.size()), db(b_ref.size());
+        dq.poison(), dk.poison(), dv.poison(), dg.poison(), db.poison();
+        kern::ConvPrefillParams p;
+        p.n = n, p.n_padded = Tp, p.proj = dproj.p, p.proj_ld = R, p.conv_cache = dcache.p, p.conv_w = dcw.p;
+        p.W = W, p.use_short_conv = use_conv, p.H = H, p.HV = HV, p.K = K, p.V = V;
+        p.row_a = row_a, p.row_b = row_b, p.A_log = dA.p, p.dt_bias = ddt.p, p.beta_scale = 1.f;
+        p.q_scale = 1.f / std::sqrt(float(K));
+        p.q = dq.p, p.k = dk.p, p.v = dv.p, p.g = dg.p, p.beta = db.p;
+        CK(kern::launch_conv_prefill(p, ctx));
+        CK(kern::launch_conv_cache_update(dcache.p, dproj.p, R, n, W, CC, ctx));
+        CK(cudaDeviceSynchronize());
+        INFO("n=", n, " padded=", Tp);
+        CHECK(max_rel(dq.download(), q_ref) <= 1e-4);
+        CHECK(max_rel(dk.download(), k_ref) <= 1e-4);
+        CHECK(max_rel(dv.download(), v_ref) <= 1e-4);
+        CHECK(max_rel(dg.download(), g_ref) <= 1e-5);
+        CHECK(max_rel(db.download(), b_ref) <= 1e-5);
+        CHECK(max_rel(dcache.download(), cache_ref) == 0.0);
+    }
+}
+
+// ---- chunk (WY) form ---------------------------------------------------------------------------------------
+
+TEST_CASE("cuda kernels: chunk prep (WY inverse) and the tensor-core state pass vs the token loop") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("chunk form"));
+    const auto ctx = test_ctx();
+    struct Shape {
+        int H, HV, K, V, n;
+    };
+    const Shape shapes[] = {{1, 2, 32, 64, 100}, {2, 2, 64, 32, 64}, {1, 1, 128, 256, 150}, {2, 4, 16, 16, 70},
+                            {1, 1, 256, 256, 128}};
+    const int C = kern::kChunk;
+    for (const Shape &sh : shapes) {
+        const int H = sh.H, HV = sh.HV, K = sh.K, V = sh.V, n = sh.n, grp = HV / H;
+        const int Tp = (n + C - 1) / C * C, nc = Tp / C;
+        INFO("chunk H=", H, " HV=", HV, " K=", K, " V=", V, " n=", n);
+        // Head-major inputs as launch_conv_prefill writes them, zero padding rows.
+        std::vector<float> q(size_t(H * Tp * K), 0.f), k(q.size(), 0.f), v(size_t(HV * Tp * V), 0.f),
+            g(size_t(HV * Tp), 0.f), beta(g.size(), 0.f);
+        for (int h = 0; h < H; ++h)
+            for (int t = 0; t < n; ++t) {
+                float *qr = q.data() + (h * Tp + t) * K, *kr = k.data() + (h * Tp + t) * K;
+                for (int i = 0; i < K; ++i) qr[i] = rnd.normal(), kr[i] = rnd.normal();
+                cpu::l2_normalize(qr, K, 1.f / std::sqrt(float(K)));
+                cpu::l2_normalize(kr, K, 1.f);
+            }
+        for (int hv = 0; hv < HV; ++hv)
+            for (int t = 0; t < n; ++t) {
+                for (int j = 0; j < V; ++j) v[size_t((hv * Tp + t) * V + j)] = rnd.normal();
+                g[size_t(hv * Tp + t)] = rnd.uni(-0.6f, 0.f);
+                beta[size_t(hv * Tp + t)] = rnd.uni(0.f, 1.f);
+            }
+        const auto state0 = rnd.normals(size_t(HV * V * K), 0.3f);
+
+        // G = K K^T and QK = Q K^T per key head and chunk (host, the cuBLAS step of the backend).
+        std::vector<float> G(size_t(H * nc * C * C)), QK(G.size());
+        for (int h = 0; h < H; ++h)
+            for (int c = 0; c < nc; ++c)
+                for (int i = 0; i < C; ++i)
+                    for (int j = 0; j < C; ++j) {
+                        double gg = 0, qk = 0;
+                        for (int e = 0; e < K; ++e) {
+                            const double kj = k[size_t((h * Tp + c * C + j) * K + e)];
+                            gg += double(k[size_t((h * Tp + c * C + i) * K + e)]) * kj;
+                            qk += double(q[size_t((h * Tp + c * C + i) * K + e)]) * kj;
+                        }
+                        G[size_t(((h * nc + c) * C + i) * C + j)] = float(gg);
+                        QK[size_t(((h * nc + c) * C + i) * C + j)] = float(qk);
+                    }
+        DevBuf<float> dG(G), dQK(QK), dg(g), db(beta), dgam(g.size()), dPm(size_t(HV * nc * C * C)), dTb(dPm.n),
+            dTu(dPm.n);
+        dgam.poison(), dPm.poison(), dTb.poison(), dTu.poison();
+        kern::ChunkPrepParams pp;
+        pp.n_chunks = nc, pp.H = H, pp.HV = HV, pp.G = dG.p, pp.QK = dQK.p, pp.g = dg.p, pp.beta = db.p;
+        pp.gam = dgam.p, pp.Pm = dPm.p, pp.Tb = dTb.p, pp.Tu = dTu.p;
+        CK(kern::launch_chunk_prep(pp, ctx));
+        CK(cudaDeviceSynchronize());
+
+        // Reference prep in double.
+        std::vector<float> gam_ref(g.size()), Pm_ref(dPm.n), Tb_ref(dPm.n), Tu_ref(dPm.n);
+        std::vector<double> Tm(size_t(C * C));
+        for (int hv = 0; hv < HV; ++hv)
+            for (int c = 0; c < nc; ++c) {
+                const int h = hv / grp;
+                double acc = 0;
+                std::vector<double> gm(C), bt(C);
+                for (int i = 0; i < C; ++i) {
+                    acc += g[size_t(hv * Tp + c * C + i)];
+                    gm[static_cast<size_t>(i)] = acc;
+                    bt[static_cast<size_t>(i)] = beta[size_t(hv * Tp + c * C + i)];
+                    gam_ref[size_t(hv * Tp + c * C + i)] = float(acc);
+                }
+                const float *Gc = G.data() + (h * nc + c) * C * C, *Qc = QK.data() + (h * nc + c) * C * C;
+                const size_t base = size_t((hv * nc + c) * C * C);
+                for (int i = 0; i < C; ++i) {
+                    for (int j = 0; j < C; ++j) {
+                        Pm_ref[base + size_t(i * C + j)] = i >= j ? float(Qc[i * C + j] * std::exp(gm[static_cast<size_t>(i)] - gm[static_cast<size_t>(j)])) : 0.f;
+                        double s = i == j ? 1.0 : 0.0;
+                        for (int m = 0; m < i; ++m) {
+                            const double a = bt[static_cast<size_t>(i)] * Gc[i * C + m] * std::exp(gm[static_cast<size_t>(i)] - gm[static_cast<size_t>(m)]);
+                            s -= a * Tm[size_t(m * C + j)];
+                        }
+                        Tm[size_t(i * C + j)] = s;
+                    }
+                }
+                for (int i = 0; i < C; ++i)
+                    for (int j = 0; j < C; ++j) {
+                        Tu_ref[base + size_t(i * C + j)] = float(Tm[size_t(i * C + j)] * bt[static_cast<size_t>(j)]);
+                        Tb_ref[base + size_t(i * C + j)] = float(Tm[size_t(i * C + j)] * bt[static_cast<size_t>(j)] * std::exp(gm[static_cast<size_t>(j)]));
+                    }
+            }
+        CHECK(max_rel(dgam.download(), gam_ref) <= 1e-5);
+        CHECK(max_rel(dPm.download(), Pm_ref) <= 1e-4);
+        CHECK(max_rel(dTb.download(), Tb_ref) <= 1e-4);
+        CHECK(max_rel(dTu.download(), Tu_ref) <= 1e-4);
+
+        // W = Tb K, U = Tu V (host, the other cuBLAS step), then the state pass.
+        std::vector<float> Wm(size_t(HV * Tp * K)), Um(size_t(HV * Tp * V));
+        for (int hv = 0; hv < HV; ++hv)
+            for (int c = 0; c < nc; ++c) {
+                const int h = hv / grp;
+                const size_t base = size_t((hv * nc + c) * C * C);
+                for (int i = 0; i < C; ++i) {
+                    for (int e = 0; e < K; ++e) {
+                        double s = 0;
+                        for (int j = 0; j < C; ++j) s += double(Tb_ref[base + size_t(i * C + j)]) * k[size_t((h * Tp + c * C + j) * K + e)];
+                        Wm[size_t((hv * Tp + c * C + i) * K + e)] = float(s);
+                    }
+                    for (int e = 0; e < V; ++e) {
+                        double s = 0;
+                        for (int j = 0; j < C; ++j) s += double(Tu_ref[base + size_t(i * C + j)]) * v[size_t((hv * Tp + c * C + j) * V + e)];
+                        Um[size_t((hv * Tp + c * C + i) * V + e)] = float(s);
+                    }
+                }
+            }
+        DevBuf<float> dq(q), dk(k), dW(Wm), dU(Um), dPmr(Pm_ref), dgamr(gam_ref), ds(state0), dO(size_t(HV * Tp * V));
+        dO.poison();
+        kern::ChunkPassParams sp;
+        sp.n_chunks = nc, sp.H = H, sp.HV = HV, sp.K = K, sp.V = V, sp.q = dq.p, sp.k = dk.p, sp.W = dW.p, sp.U = dU.p;
+        sp.Pm = dPmr.p, sp.gam = dgamr.p, sp.state = ds.p, sp.o = dO.p;
+        CK(kern::launch_chunk_state_pass(sp, ctx));
+        CK(cudaDeviceSynchronize());
+
+        // The exact token loop.
+        std::vector<float> o_ref(size_t(HV * Tp * V), 0.f), s_ref(state0.size());
+        for (int hv = 0; hv < HV; ++hv) {
+            const int h = hv / grp;
+            std::vector<float> S(size_t(K * V));
+            for (int i = 0; i < K; ++i)
+                for (int j = 0; j < V; ++j) S[size_t(i * V + j)] = state0[size_t((hv * V + j) * K + i)];
+            for (int t = 0; t < n; ++t)
+                cpu::gdn_step(S.data(), K, V, q.data() + (h * Tp + t) * K, k.data() + (h * Tp + t) * K,
+                              v.data() + (hv * Tp + t) * V, beta[size_t(hv * Tp + t)], g[size_t(hv * Tp + t)],
+                              o_ref.data() + (hv * Tp + t) * V, nullptr);
+            for (int i = 0; i < K; ++i)
+                for (int j = 0; j < V; ++j) s_ref[size_t((hv * V + j) * K + i)] = S[size_t(i * V + j)];
+        }
+        std::vector<float> o_got = dO.download();
+        // Compare the real rows only (padding rows are not outputs).
+        std::vector<float> a, b;
+        for (int hv = 0; hv < HV; ++hv)
+            for (int t = 0; t < n; ++t)
+                for (int j = 0; j < V; ++j) {
+                    a.push_back(o_got[size_t((hv * Tp + t) * V + j)]);
+                    b.push_back(o_ref[size_t((hv * Tp + t) * V + j)]);
+                }
+        const double eo = max_rel(a, b), es = max_rel(ds.download(), s_ref);
+        MESSAGE("chunk K=" << K << " V=" << V << " n=" << n << ": output rel err " << eo << ", state rel err " << es);
+        CHECK(eo <= 1e-2);
+        CHECK(es <= 1e-2);
+    }
+}
+
+// ---- norms, SwiGLU, embedding ---------------------------------------------------------------------------------
+
+std::vector<float> from_bf16(const std::vector<uint16_t> &v) {
+    std::vector<float> r(v.size());
+    for (size_t i = 0; i < v.size(); ++i) r[i] = bf16_to_f32(v[i]);
+    return r;
+}
+
+TEST_CASE("cuda kernels: norm rows, gated norm rows, SwiGLU rows, embedding gather") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("rows"));
+    const auto ctx = test_ctx();
+    const int n = 5, D = 384, HV = 3, V = 40, I = 300, vocab = 50;
+    // RMSNorm rows (rows `ldx` apart).
+    const int ldx = D + 16;
+    const auto x = rnd.normals(size_t(n * ldx), 2.f), w = rnd.unis(D, 0.5f, 1.5f);
+    std::vector<float> want(size_t(n * D));
+    for (int t = 0; t < n; ++t) cpu::rmsnorm(x.data() + t * ldx, w.data(), D, 1e-6f, want.data() + t * D);
+    DevBuf<float> dx(x), dw(w);
+    DevBuf<uint16_t> dout(size_t(n * D));
+    CK(kern::launch_rmsnorm_rows(dx.p, ldx, dw.p, n, D, 1e-6f, dout.p, ctx));
+    CK(cudaDeviceSynchronize());
+    CHECK(max_rel(from_bf16(dout.download()), want) <= 8e-3);
+
+    // Gated norm rows over head-major o and row-major z.
+    const int Tp = 8, zld = HV * V + 7;
+    const auto o = rnd.normals(size_t(HV * Tp * V)), z = rnd.normals(size_t(n * zld)), on = rnd.unis(V, 0.5f, 1.5f);
+    std::vector<float> gwant(size_t(n * HV * V));
+    for (int t = 0; t < n; ++t)
+        for (int hv = 0; hv < HV; ++hv)
+            cpu::gated_rmsnorm(o.data() + (hv * Tp + t) * V, on.data(), z.data() + t * zld + hv * V, V, 1e-5f,
+                               gwant.data() + (t * HV + hv) * V);
+    DevBuf<float> dO(o), dz(z), don(on);
+    DevBuf<uint16_t> dy(size_t(n * HV * V));
+    CK(kern::launch_gated_norm_rows(dO.p, V, Tp * V, dz.p, zld, don.p, n, HV, V, 1e-5f, dy.p, ctx));
+    CK(cudaDeviceSynchronize());
+    CHECK(max_rel(from_bf16(dy.download()), gwant) <= 8e-3);
+
+    // SwiGLU rows.
+    const auto gu = rnd.normals(size_t(n * 2 * I), 2.f);
+    std::vector<float> swant(size_t(n * I));
+    for (int t = 0; t < n; ++t)
+        for (int j = 0; j < I; ++j) swant[size_t(t * I + j)] = cpu::silu(gu[size_t(t * 2 * I + j)]) * gu[size_t(t * 2 * I + I + j)];
+    DevBuf<float> dgu(gu);
+    DevBuf<uint16_t> dact(size_t(n * I));
+    CK(kern::launch_swiglu_rows(dgu.p, n, I, dact.p, ctx));
+    CK(cudaDeviceSynchronize());
+    CHECK(max_rel(from_bf16(dact.download()), swant) <= 8e-3);
+
+    // Embedding gather: exact (bf16 -> fp32).
+    const auto emb = to_bf16(rnd.normals(size_t(vocab * D)));
+    std::vector<int32_t> toks = {3, 49, 0, 17, 3};
+    DevBuf<uint16_t> demb(emb);
+    DevBuf<int32_t> dt(toks);
+    DevBuf<float> dh(size_t(n * D));
+    DevBuf<unsigned long long> slot(1);
+    CK(cudaMemset(slot.p, 0x7f, 8));
+    CK(kern::launch_embedding(demb.p, dt.p, n, D, dh.p, slot.p, ctx));
+    CK(cudaDeviceSynchronize());
+    const auto h = dh.download();
+    bool same = true;
+    for (int t = 0; t < n; ++t)
+        for (int c = 0; c < D; ++c) same &= h[size_t(t * D + c)] == bf16_to_f32(emb[size_t(toks[static_cast<size_t>(t)] * D + c)]);
+    CHECK(same);
+    CHECK(slot.download()[0] == 0ull);
+}
+
+// ---- token selection ------------------------------------------------------------------------------------------
+
+TEST_CASE("cuda kernels: argmax and top-k/top-p sampling equal the host sampler") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("sampling"));
+    for (int vocab : {300, 8192, 32000}) {
+        std::vector<float> logits = rnd.normals(static_cast<size_t>(vocab), 3.f);
+        // Ties and signed zeros: the lowest id must win.
+        const int a = rnd.integer(0, vocab / 2), b = rnd.integer(vocab / 2 + 1, vocab - 1);
+        logits[static_cast<size_t>(a)] = logits[static_cast<size_t>(b)] = 50.f;
+        const size_t total = static_cast<size_t>(vocab) * 4;
+        DevBuf<float> dl(logits), kin(static_cast<size_t>(vocab)), kout(static_cast<size_t>(vocab));
+        DevBuf<int32_t> iin(static_cast<size_t>(vocab)), iout(static_cast<size_t>(vocab)), sc(4), tok(1);
+        DevBuf<double> w(static_cast<size_t>(vocab)), cum(static_cast<size_t>(vocab)), pd(static_cast<size_t>(vocab));
+        DevBuf<unsigned long long> slot(1);
+        const size_t tb = kern::sampling_temp_bytes(vocab);
+        DevBuf<char> temp(tb);
+        kern::SamplingBuffers sb;
+        sb.keys_in = kin.p, sb.keys_out = kout.p, sb.ids_in = iin.p, sb.ids_out = iout.p, sb.w = w.p, sb.cum = cum.p;
+        sb.pd = pd.p, sb.scalars = sc.p, sb.temp = temp.p, sb.temp_bytes = tb;
+        (void)total;
+
+        CK(kern::launch_argmax(dl.p, vocab, slot.p, tok.p, nullptr));
+        CK(cudaDeviceSynchronize());
+        CHECK(tok.download()[0] == specla::argmax(logits.data(), vocab));
+        CHECK(tok.download()[0] == a);
+        // Signed zero: -0 before +0 in id order, everything else negative.
+        std::vector<float> z(static_cast<size_t>(vocab), -1.f);
+        z[5] = -0.f, z[9] = 0.f;
+        dl.upload(z);
+        CK(kern::launch_argmax(dl.p, vocab, slot.p, tok.p, nullptr));
+        CK(cudaDeviceSynchronize());
+        CHECK(tok.download()[0] == specla::argmax(z.data(), vocab));
+        dl.upload(logits);
+
+        struct Cfg {
+            float t;
+            int k;
+            float p;
+        };
+        const Cfg cfgs[] = {{1.f, 0, 1.f}, {0.7f, 5, 1.f}, {1.3f, 0, 0.9f}, {1.f, 50, 0.5f}, {2.f, 0, 0.f},
+                            {0.5f, 2, 0.95f}, {1.f, vocab + 5, 0.99f}};
+        int mismatches = 0, draws = 0;
+        for (const Cfg &cf : cfgs) {
+            SamplingConfig sc_host;
+            sc_host.temperature = cf.t, sc_host.top_k = cf.k, sc_host.top_p = cf.p;
+            for (int r = 0; r < 40; ++r) {
+                const double u = r == 0 ? 0.0 : r == 1 ? 0.9999999 : double(rnd.uni(0.f, 1.f));
+                const int32_t want = sample_token(logits.data(), vocab, sc_host, u);
+                CK(kern::launch_sample(dl.p, vocab, cf.t, cf.k, cf.p, u, sb, tok.p, nullptr));
+                CK(cudaDeviceSynchronize());
+                const int32_t got = tok.download()[0];
+                ++draws;
+                if (got != want) {
+                    ++mismatches;
+                    MESSAGE("vocab " << vocab << " T=" << cf.t << " k=" << cf.k << " p=" << cf.p << " u=" << u
+                                     << ": gpu " << got << " host " << want);
+                }
+            }
+        }
+        CHECK(mismatches == 0);
+        (void)draws;
+    }
+}
+
+}  // namespace
+
+#endif  // SPECLA_WITH_CUDA

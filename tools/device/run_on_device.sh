@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Run THERE (the GPU machine of the device tool), from the repository root:
+#   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
+#   (default: build tests bench memcheck racecheck)
+# Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
+# build (Release, only the internal test program and bench_decode), runs the internal tests (the
+# CUDA ones included), bench_decode, and the CUDA tests under compute-sanitizer memcheck and
+# racecheck with a reduced filter. Every step has a time limit so that the whole run fits in one
+# device call; logs go to $OUT (build.log, tests.log, bench.log, memcheck.log, racecheck.log,
+# summary.txt) and a summary is printed last.
+set -uo pipefail
+root="$(pwd)"
+OUT="${OUT:-/tmp/specla-device-out}"
+mkdir -p "$OUT"
+steps="${*:-build tests bench memcheck racecheck}"
+has() { [[ " $steps " == *" $1 "* ]]; }
+summary="$OUT/summary.txt"
+: >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+t_start=$(date +%s)
+elapsed() { echo $(( $(date +%s) - t_start )); }
+
+# ---- dependencies: unpack the carried .deb files ------------------------------------------------
+pfx=/tmp/specla-deps
+mkdir -p "$pfx"
+for deb in "$root"/.deps/debs/*.deb; do
+    [ -e "$deb" ] || { note "no .deb files in .deps/debs (run tools/device/fetch_debs.sh first)"; break; }
+    dpkg -x "$deb" "$pfx"
+done
+libdir="$pfx/usr/lib/x86_64-linux-gnu"
+# The .pc files say prefix=/usr: point them at the unpacked tree.
+for pc in "$libdir"/pkgconfig/*.pc; do [ -e "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$pfx/usr|" "$pc"; done
+export CMAKE_PREFIX_PATH="$pfx/usr${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+cuda_lib=""
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do [ -d "$d" ] && cuda_lib="$cuda_lib:$d"; done
+# cuBLAS from the toolkit; the Python packages' copy as a last resort.
+for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu*/lib; do [ -d "$d" ] && cuda_lib="$cuda_lib:$d"; done
+export LD_LIBRARY_PATH="$libdir$cuda_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export SPECLA_TEST_DATA_DIR="$root/tests/fixtures"
+export PATH="/usr/local/cuda/bin:$PATH"
+
+note "== device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+note "== nvcc: $(nvcc --version 2>/dev/null | tail -1); cmake: $(cmake --version | head -1); g++: $(g++ --version | head -1)"
+
+build="$root/build-cuda"
+tests_bin="$build/tests/specla_internal_tests"
+bench_bin="$build/bench/bench_decode"
+
+if has build; then
+    gen=""
+    command -v ninja >/dev/null && gen="-G Ninja"
+    {
+        cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
+            -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
+            -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
+        timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests bench_decode
+    } >"$OUT/build.log" 2>&1
+    rc=$?
+    note "== build: rc=$rc after $(elapsed) s"
+    if [ $rc -ne 0 ]; then
+        grep -E "error|Error|FAILED" "$OUT/build.log" | head -40 | tee -a "$summary"
+        steps="$steps prebuilt"
+    fi
+fi
+# Programs built elsewhere (same toolkit), carried in .deps/prebuilt: used when asked for with the
+# step `prebuilt`, or when the build above failed.
+if has prebuilt; then
+    pre="$root/.deps/prebuilt"
+    if [ -e "$pre/specla_internal_tests.gz" ] || [ -e "$pre/specla_internal_tests" ]; then
+        mkdir -p /tmp/specla-prebuilt
+        for p in specla_internal_tests bench_decode; do
+            if [ -e "$pre/$p.gz" ]; then gunzip -c "$pre/$p.gz" >"/tmp/specla-prebuilt/$p"; else cp "$pre/$p" /tmp/specla-prebuilt/; fi
+            chmod +x "/tmp/specla-prebuilt/$p"
+        done
+        tests_bin=/tmp/specla-prebuilt/specla_internal_tests
+        bench_bin=/tmp/specla-prebuilt/bench_decode
+        note "== using the carried prebuilt programs"
+    else
+        note "no prebuilt programs carried"; exit 1
+    fi
+fi
+
+if has tests; then
+    timeout "${SPECLA_TEST_LIMIT:-240}" "$tests_bin" --no-intro=true -tc="${SPECLA_TEST_FILTER:-*}" >"$OUT/tests.log" 2>&1
+    rc=$?
+    note "== internal tests (CPU + CUDA): rc=$rc after $(elapsed) s"
+    grep -E "rel err|MESSAGE|skipped|seed|mode|ERROR|FAILED|CHECK|test cases|assertions" "$OUT/tests.log" | grep -v "^\s*$" | head -120 >>"$summary"
+fi
+
+if has bench; then
+    timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" >"$OUT/bench.log" 2>&1
+    note "== bench_decode: rc=$? after $(elapsed) s"
+fi
+
+sanitize() {  # tool, filter, limit, log name
+    local tool=$1 filter=$2 limit=$3 log="$OUT/$4.log"
+    if ! command -v compute-sanitizer >/dev/null; then note "compute-sanitizer not found"; return; fi
+    timeout "$limit" compute-sanitizer --tool "$tool" --error-exitcode 99 --print-limit 20 \
+        "$tests_bin" --no-intro=true -tc="$filter" >"$log" 2>&1
+    local rc=$?
+    note "== compute-sanitizer $tool (-tc=\"$filter\"): rc=$rc after $(elapsed) s"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Invalid|Race|hazard|test cases|timed out" "$log" | head -12 >>"$summary"
+}
+# Reduced filters so that both tools fit in one call: every kernel test, the decoding path (graph
+# replay included) and the block path with its cuBLAS calls under memcheck; the kernels that use
+# shared memory (and both decoding-step paths) under racecheck, the GEMV separately (largest).
+# The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
+has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: device sampling*,cuda backend: blocks*" \
+    "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
+has racecheck && sanitize racecheck "cuda kernels: chunk*,cuda kernels: block conv*,cuda kernels: recurrent*,cuda kernels: in_proj*,cuda backend: decoding*" \
+    "${SPECLA_RACECHECK_LIMIT:-120}" racecheck
+has racecheck && sanitize racecheck "cuda kernels: bf16 GEMV*" "${SPECLA_RACECHECK_LIMIT:-120}" racecheck_gemv
+
+echo
+echo "================ summary ================"
+cat "$summary"
+echo "================ tests (tail) ================"
+[ -f "$OUT/tests.log" ] && tail -5 "$OUT/tests.log"
+echo "================ bench table ================"
+[ -f "$OUT/bench.log" ] && sed -n '/^measure /,$p' "$OUT/bench.log"
