@@ -104,7 +104,12 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
 
     const uint8_t *data = bytes + 8 + header_len;
     const size_t data_size = size - 8 - header_len;
-    std::vector<std::pair<size_t, size_t>> ranges;
+    struct Range {
+        size_t begin, end;
+        const std::string *name;
+        bool operator<(const Range &o) const { return begin < o.begin || (begin == o.begin && end < o.end); }
+    };
+    std::vector<Range> ranges;
     for (auto it = header.begin(); it != header.end(); ++it) {
         if (it.key() == "__metadata__") continue;
         const auto &e = it.value();
@@ -142,13 +147,12 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
                 end - begin, " bytes but ", v.dtype_string, " ", v.shape_string(), " needs ", numel * elt);
         v.data = data + begin;
         v.bytes = size_t(end - begin);
-        ranges.emplace_back(size_t(begin), size_t(end));
-        f->tensors_.emplace(name, std::move(v));
+        ranges.push_back({size_t(begin), size_t(end), &f->tensors_.emplace(name, std::move(v)).first->first});
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)
-        require(ranges[i].first >= ranges[i - 1].second, SPECLA_ERR_FORMAT, path,
-                ": tensors overlap in the data section");
+        require(ranges[i].begin >= ranges[i - 1].end, SPECLA_ERR_FORMAT, path, ": tensors '", *ranges[i - 1].name,
+                "' and '", *ranges[i].name, "' overlap in the data section");
     return f;
 }
 

@@ -28,7 +28,7 @@ std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std
     size_t n = 0;
     const specla_status st =
         specla_generate_speculative(s, d, prompt.data(), prompt.size(), p, out.data(), out.size(), &n, stats);
-    INFO(specla_last_error());
+    INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     out.resize(n);
     return out;
@@ -134,7 +134,7 @@ TEST_CASE("the verification primitive keeps exactly the accepted tokens") {
     const specla_status st = specla_session_verify_tree(s.s, tokens.data(), parents.data(), tokens.size(), nullptr,
                                                         specla_sampling_default_params(), true, accepted.data(),
                                                         &n_acc, &bonus, node_logits.data());
-    INFO(specla_last_error());
+    INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     REQUIRE(n_acc == 3);
     CHECK(std::vector<int32_t>(accepted.begin(), accepted.begin() + 3) == std::vector<int32_t>{0, 2, 4});

@@ -14,7 +14,7 @@ struct ModelHandle {
     specla_model *m = nullptr;
     explicit ModelHandle(const std::string &folder, specla_model_params p = specla_model_default_params()) {
         const specla_status st = specla_model_load(folder.c_str(), p, &m);
-        INFO("load ", folder, ": ", specla_last_error());
+        INFO("load ", folder, ": ", std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
     ~ModelHandle() { specla_model_free(m); }
@@ -31,7 +31,7 @@ struct SessionHandle {
     specla_session *s = nullptr;
     explicit SessionHandle(specla_model *m, specla_session_params p = specla_session_default_params()) {
         const specla_status st = specla_session_create(m, p, &s);
-        INFO(specla_last_error());
+        INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
     ~SessionHandle() { specla_session_free(s); }
@@ -44,7 +44,7 @@ struct SessionHandle {
         const specla_status st =
             specla_session_eval(s, tokens.data(), tokens.size(), mode, logits.empty() ? nullptr : logits.data(),
                                 logits.size());
-        INFO(specla_last_error());
+        INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
         return logits;
     }
@@ -58,7 +58,7 @@ struct SessionHandle {
         size_t n = 0;
         const specla_status st =
             specla_generate(s, prompt.data(), prompt.size(), p, out.data(), out.size(), &n);
-        INFO(specla_last_error());
+        INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
         out.resize(n);
         return out;

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# The specla command-line program: help, generate (token ids), logits dumps, and refusals of bad
+# arguments with a non-zero exit and a message. Runs on tests/fixtures/gdn_tiny_a (checked
+# against flash-linear-attention's greedy tokens) and on models/gdn-pycode-22m.
+# Usage: cli_test.sh SPECLA_PROGRAM SOURCE_DIR
+set -euo pipefail
+
+CLI=${1:?specla program}
+SRC=${2:?source dir}
+TINY="$SRC/tests/fixtures/gdn_tiny_a"
+PYCODE="$SRC/models/gdn-pycode-22m"
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/specla-cli-XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+step() { echo "== $*"; }
+die() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# The JSON header of a safetensors file.
+st_header() {
+    local len
+    len=$(od -An -t u8 -N8 "$1" | tr -d ' ')
+    head -c $((8 + len)) "$1" | tail -c "$len"
+}
+
+# An I32 tensor of a safetensors file as comma-separated ids.
+st_i32_csv() {
+    local file=$1 name=$2 header len range begin end
+    header=$(st_header "$file")
+    len=$(od -An -t u8 -N8 "$file" | tr -d ' ')
+    range=$(grep -o "\"$name\":{\"dtype\":\"I32\",\"shape\":\[[0-9]*\],\"data_offsets\":\[[0-9]*,[0-9]*\]" <<<"$header" |
+        sed 's/.*data_offsets":\[\([0-9]*\),\([0-9]*\)\]/\1 \2/')
+    [[ -n "$range" ]] || die "no I32 tensor $name in $file"
+    read -r begin end <<<"$range"
+    od -An -v -t d4 -j $((8 + len + begin)) -N $((end - begin)) "$file" | tr -s ' \n' ',' | sed 's/^,//; s/,$//'
+}
+
+# Runs the program expecting failure: exit code non-zero and stderr containing every pattern.
+expect_fail() {
+    local what=$1
+    shift
+    local -a patterns=()
+    while [[ $1 != -- ]]; do
+        patterns+=("$1")
+        shift
+    done
+    shift
+    local rc=0
+    "$CLI" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    [[ $rc -ne 0 ]] || die "$what: exit code 0 for: specla $*"
+    [[ -s "$WORK/err" ]] || die "$what: no message on stderr for: specla $*"
+    for p in "${patterns[@]}"; do
+        grep -q -- "$p" "$WORK/err" || { cat "$WORK/err" >&2; die "$what: the message does not mention '$p'"; }
+    done
+    echo "refused ($rc): $what: $(head -n 1 "$WORK/err")"
+}
+
+# Checks a logits file: one F32 tensor 'logits' of shape [rows, vocab] and the matching size.
+check_logits_file() {
+    local file=$1 rows=$2 vocab=$3 header len size
+    [[ -s "$file" ]] || die "logits: $file was not written"
+    header=$(st_header "$file")
+    grep -q "\"logits\":{\"dtype\":\"F32\",\"shape\":\[$rows,$vocab\]" <<<"$header" \
+        || die "logits: header '$header' does not say F32 [$rows, $vocab]"
+    len=$(od -An -t u8 -N8 "$file" | tr -d ' ')
+    size=$(stat -c %s "$file")
+    [[ $size -eq $((8 + len + rows * vocab * 4)) ]] || die "logits: file size $size does not match [$rows, $vocab] F32"
+}
+
+step "help"
+"$CLI" --help >"$WORK/help" || die "--help exited non-zero"
+grep -q generate "$WORK/help" && grep -q logits "$WORK/help" || die "--help does not list generate and logits"
+"$CLI" generate --help >"$WORK/help" || die "generate --help exited non-zero"
+for opt in --model --tokens --max-tokens --temperature --seed; do
+    grep -q -- "$opt" "$WORK/help" || die "generate --help does not mention $opt"
+done
+"$CLI" logits --help | grep -q -- --out || die "logits --help does not mention --out"
+
+step "generate on gdn_tiny_a"
+OUT=$("$CLI" generate --model "$TINY" --tokens 1,2,3 --max-tokens 5 2>"$WORK/err") || { cat "$WORK/err"; die "generate failed"; }
+echo "$OUT"
+[[ "$OUT" =~ ^[0-9]+(,[0-9]+){4}$ ]] || die "generate did not print 5 token ids: '$OUT'"
+grep -q "5 tokens" "$WORK/err" || die "generate printed no timing line on stderr"
+[[ "$("$CLI" generate --model "$TINY" --tokens 1,2,3 --max-tokens 5 --quiet 2>&1)" == "$OUT" ]] \
+    || die "generate --quiet is not quiet or not deterministic"
+
+# flash-linear-attention's own greedy continuation of the fixture prompt.
+PROMPT=$(st_i32_csv "$TINY/expected.safetensors" input_ids)
+GREEDY=$(st_i32_csv "$TINY/expected.safetensors" greedy_tokens)
+N=$(tr ',' '\n' <<<"$GREEDY" | wc -l)
+OUT=$("$CLI" generate --model "$TINY" --tokens "$PROMPT" --max-tokens "$N" --ignore-eos --quiet) || die "generate failed"
+[[ "$OUT" == "$GREEDY" ]] || die "greedy tokens differ from the fixture's: got $OUT, want $GREEDY"
+echo "the fixture's $N greedy tokens: identical"
+
+# Sampling: same seed, same tokens.
+A=$("$CLI" generate --model "$TINY" --tokens 1,2,3 --max-tokens 16 --temperature 1 --top-k 40 --seed 5 -q)
+B=$("$CLI" generate --model "$TINY" --tokens 1,2,3 --max-tokens 16 --temperature 1 --top-k 40 --seed 5 -q)
+[[ "$A" == "$B" ]] || die "sampling with one seed is not reproducible: $A vs $B"
+
+step "logits on gdn_tiny_a"
+"$CLI" logits --model "$TINY" --tokens 1,2,3 --out "$WORK/tiny.safetensors" 2>"$WORK/err" || { cat "$WORK/err"; die "logits failed"; }
+check_logits_file "$WORK/tiny.safetensors" 3 512
+st_header "$WORK/tiny.safetensors"
+echo
+
+step "generate and logits on gdn-pycode-22m"
+OUT=$("$CLI" generate --model "$PYCODE" --tokens 0,318,1207 --max-tokens 5 --ignore-eos --quiet) || die "generate failed"
+echo "$OUT"
+[[ "$OUT" =~ ^[0-9]+(,[0-9]+){4}$ ]] || die "generate did not print 5 token ids: '$OUT'"
+"$CLI" logits --model "$PYCODE" --tokens 0,318,1207 --out "$WORK/pycode.safetensors" 2>/dev/null || die "logits failed"
+check_logits_file "$WORK/pycode.safetensors" 3 8192
+
+step "bad arguments are refused"
+expect_fail "no subcommand" "subcommand" --
+expect_fail "unknown subcommand" -- frobnicate
+expect_fail "no --model" "--model" -- generate --tokens 1,2
+expect_fail "no prompt" "--tokens" -- generate --model "$TINY"
+expect_fail "two prompts" "--tokens" -- generate --model "$TINY" --tokens 1 --prompt x
+expect_fail "a non-numeric id" "not a token id" -- generate --model "$TINY" --tokens 1,x,3
+expect_fail "an id out of range" "99999" "vocabulary" -- generate --model "$TINY" --tokens 1,99999
+expect_fail "a negative id" "-4" -- generate --model "$TINY" --tokens 1,-4
+expect_fail "a missing model" "$WORK/no-model" -- generate --model "$WORK/no-model" --tokens 1
+expect_fail "an unknown backend" "--backend" -- generate --model "$TINY" --tokens 1 --backend tpu
+expect_fail "a non-numeric --max-tokens" "--max-tokens" -- generate --model "$TINY" --tokens 1 --max-tokens abc
+expect_fail "a negative --max-tokens" "max_tokens" -- generate --model "$TINY" --tokens 1 --max-tokens -1
+expect_fail "top-p above 1" "top_p" -- generate --model "$TINY" --tokens 1 --top-p 1.5
+expect_fail "a missing --prompt-file" "--prompt-file" -- generate --model "$TINY" --prompt-file "$WORK/none.txt"
+expect_fail "logits without --out" "--out" -- logits --model "$TINY" --tokens 1
+expect_fail "logits to an unwritable path" "$WORK/no-dir/x.safetensors" -- \
+    logits --model "$TINY" --tokens 1 --out "$WORK/no-dir/x.safetensors"
+expect_fail "an empty --tokens" "tokens" -- logits --model "$TINY" --tokens , --out "$WORK/x.safetensors"
+if [[ ! -e /dev/nvidiactl ]]; then
+    expect_fail "the CUDA backend without a GPU" "CUDA" -- generate --model "$TINY" --tokens 1 --backend cuda
+fi
+
+echo "cli test: all checks passed"
