@@ -136,6 +136,10 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
             text = ss.str();
         }
         gp.on_token = print_piece;
+        if (!quiet) {  // the prompt first, so the continuation reads in place
+            std::fputs(text.c_str(), stdout);
+            std::fflush(stdout);
+        }
         specla_status st;
         if (drafter) {
             spec.params.generate = gp;
@@ -224,7 +228,7 @@ int main(int argc, char **argv) {
     gen->add_option("--seed", gp.sampling.seed, "sampling seed")->capture_default_str();
     gen->add_option("--stop", stops, "stop once the generated text contains this string (repeatable)");
     gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
-    gen->add_flag("--quiet,-q", quiet, "no timing line on stderr");
+    gen->add_flag("--quiet,-q", quiet, "print only the generated text or ids (no prompt echo, no timing line)");
     Speculation spec;
     gen->add_flag("--speculative,-s", spec.on, "speculative decoding with the prompt-lookup drafter (same output)");
     gen->add_option("--draft-nodes", spec.params.max_draft_nodes, "draft nodes per verification")->capture_default_str();
