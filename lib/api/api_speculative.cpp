@@ -149,21 +149,12 @@ SPECLA_API specla_status specla_generate_speculative_text(specla_session *sessio
     return guarded([&] {
         require_arg(session, "session");
         require_arg(prompt, "prompt");
-        const Tokenizer *tok = tokenizer_of(session->model);
-        require(tok != nullptr, SPECLA_ERR_STATE, "this model has no tokenizer: generate from token ids instead");
-        const std::vector<int32_t> ids = tok->encode(prompt, tok->add_bos_default(), /*parse_special=*/true);
-        require(!ids.empty() || session->impl->n_past() > 0, SPECLA_ERR_INVALID_ARGUMENT,
-                "the prompt is empty and the session has no context to continue from");
+        const Tokenizer *tok = nullptr;
+        const std::vector<int32_t> ids = encode_text_prompt(session, prompt, tok);
         TextStream stream(tok, params.generate.on_token, params.generate.user_data, params.generate.stop_strings,
                           params.generate.n_stop_strings);
         auto out = run_speculative(session, drafter, ids.data(), ids.size(), params, stream, stats);
-        if (out_text) {
-            const std::string &t = stream.text();
-            char *buf = static_cast<char *>(std::malloc(t.size() + 1));
-            if (!buf) throw std::bad_alloc();
-            std::memcpy(buf, t.c_str(), t.size() + 1);
-            *out_text = buf;
-        }
+        if (out_text) *out_text = library_string(stream.text());
         if (n_generated) *n_generated = out.size();
     });
 }

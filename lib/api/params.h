@@ -1,10 +1,14 @@
 // Conversions from the C parameter structs shared by several C API files.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "engine/backend.h"
 #include "specla/specla.h"
 
 struct specla_model;
+struct specla_session;
 
 namespace specla {
 
@@ -14,5 +18,13 @@ class Tokenizer;
 SamplingConfig sampling_from_params(const specla_sampling_params &p);
 // The model's tokenizer or null.
 const Tokenizer *tokenizer_of(const specla_model *model);
+
+// The prompt of a text-generation call as ids (BOS per the tokenizer's default, special tokens
+// parsed); SPECLA_ERR_STATE without a tokenizer, SPECLA_ERR_INVALID_ARGUMENT for an empty prompt
+// on an empty session. `tok` receives the tokenizer.
+std::vector<int32_t> encode_text_prompt(const specla_session *session, const char *prompt, const Tokenizer *&tok);
+
+// A copy of `text` the caller releases with specla_string_free().
+char *library_string(const std::string &text);
 
 }  // namespace specla
