@@ -5,7 +5,10 @@
 //       from a copy of the committed state) at top-k 4 / depth 4 / 32 nodes and top-k 2 / depth 12
 //       / 16 nodes
 //   P4  commit of 8 accepted tokens from factors vs token replay (the 8 tokens as one pass)
-//   P5  verify + deferred commit vs verify + separate commit, per speculative step
+//   P5  verify + deferred commit vs verify + separate commit, per speculative step (the tree has one
+//       root, as a session's: its pending token leads the draft); on CUDA also at kernel level:
+//       the recurrence of every layer + the commit only (fused into the recurrence vs a separate
+//       pass), which is what the deferred commit changes
 //   P8  memory per session with a 16-node tree vs the plain-decoding state (and vs snapshots)
 //
 //   bench_verify [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]
@@ -21,6 +24,9 @@
 #include "engine/backend.h"
 #include "model/model.h"
 #include "model/weights.h"
+#ifdef SPECLA_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 
 using namespace specla;
 
@@ -230,8 +236,14 @@ int main(int argc, char **argv) {
     std::printf("| P4 token replay of the same 8 | %.3f | %.2fx (replay / commit) | >= 5x |\n", rm, rm / cm);
 
     // P5: a speculative step = verify a 16-node tree + commit a 4-token path; deferred commit fuses
-    // the state update into the next verification.
-    const Tree t16 = topk_tree(2, 5, 16, vocab);
+    // the state update into the next verification. Like a session's trees, this one has a single
+    // root (the session's pending token leads every draft), so the fused path applies.
+    Tree t16;
+    t16.add(int32_t(17 % vocab), -1);
+    {
+        const Tree sub = topk_tree(2, 4, 15, vocab);
+        for (int32_t i = 0; i < sub.size(); ++i) t16.add(sub.tokens[size_t(i)], sub.parents[size_t(i)] + 1);
+    }
     const std::vector<int32_t> path4 = t16.path_to(t16.size() - 1);
     double step_ms[2];
     for (int deferred = 0; deferred < 2; ++deferred) {
@@ -244,6 +256,42 @@ int main(int argc, char **argv) {
     std::printf("| P5 verify + separate commit, per step | %.3f | | |\n", step_ms[0]);
     std::printf("| P5 verify + deferred commit, per step | %.3f | %.2fx (separate / deferred) | >= 1.5x |\n", step_ms[1],
                 step_ms[0] / step_ms[1]);
+#ifdef SPECLA_WITH_CUDA
+    if (auto *cb = dynamic_cast<cuda::CudaBackend *>(&be)) {
+        // Kernel level: the state work of a step only (recurrence of every layer over the tree +
+        // commit of the path), device time between events.
+        for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+            be.copy_state(*base, *work);
+            be.verify_tree(*work, t16.tokens.data(), t16.parents.data(), t16.size(), a, greedy_out);
+            const float sep = cb->time_recurrence_commit(*work, path4.data(), int32_t(path4.size()), false, a, reps);
+            const float fused = cb->time_recurrence_commit(*work, path4.data(), int32_t(path4.size()), true, a, reps);
+            const char *an = a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY";
+            std::printf("| P5 kernels: recurrence (%s) + separate commit | %.3f | | |\n", an, sep);
+            std::printf("| P5 kernels: recurrence (%s) with the commit fused | %.3f | %.2fx (separate / fused) | >= 1.5x |\n",
+                        an, fused, sep / fused);
+        }
+        // Chain recurrence alone (P2's 16 candidates, single root + 15): hybrid is one launch per layer.
+        Tree chain17;
+        for (int i = 0; i < 17; ++i) chain17.add(int32_t((i * 41 + 7) % vocab), i - 1);
+        be.copy_state(*base, *work);
+        be.verify_tree(*work, chain17.tokens.data(), chain17.parents.data(), 17, TreeAlgorithm::Hybrid, greedy_out);
+        const std::vector<int32_t> none;
+        for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+            const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
+            std::printf("| kernels: recurrence of a 17-node chain, all layers, %s | %.3f | | |\n",
+                        a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
+        }
+        for (const Case &c : cases) {
+            be.copy_state(*base, *work);
+            be.verify_tree(*work, c.t.tokens.data(), c.t.parents.data(), c.t.size(), TreeAlgorithm::Hybrid, greedy_out);
+            for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+                const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
+                std::printf("| kernels: recurrence of %s, all layers, %s | %.3f | | |\n", c.name,
+                            a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
+            }
+        }
+    }
+#endif
 
     // P8: memory of one session prepared for 16-node trees.
     SessionLimits lim16;
@@ -257,6 +305,8 @@ int main(int argc, char **argv) {
         std::printf("| P8 state + factors for 16 nodes | %.2f MiB | %.3fx the state (snapshots: 17x) | <= 1.1x |\n",
                     double(m.state_bytes + m.factor_bytes) / 1048576.0, ratio);
         std::printf("| activation scratch (not state) | %.2f MiB | | |\n", double(m.scratch_bytes) / 1048576.0);
+        std::printf("| P8 baseline: per-node state snapshots for 16 nodes | %.2f MiB | 17x the state | |\n",
+                    17.0 * double(m.state_bytes) / 1048576.0);
     }
     return 0;
 }

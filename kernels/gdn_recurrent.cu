@@ -35,20 +35,15 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
         const int i = e * TPC + l;
         S[e] = (col_ok && i < K) ? Srow[i] : 0.f;
     }
+    // Pending factors of an accepted path (deferred commit), in path order. They were written by
+    // an earlier pass (and the descriptor by the host before this step), never by a kernel of the
+    // current one: applied before the wait, under the tail of the previous kernel.
+    gdn_tile_apply_pending<KPT, TPC>(S, p.pending, p.H, p.HV, K, V, h, hv, j, col_ok);
     pdl_wait();
     pdl_trigger();
-
-    // Pending factors of an accepted path (deferred commit), in path order.
     for (int t = 0; t < p.n_pending; ++t) {
-        const float decay = expf(p.pg[int64_t(t) * p.HV + hv]);
         const float u = col_ok ? p.pu[(int64_t(t) * p.HV + hv) * V + j] : 0.f;
-        const float *kp = p.pk + (int64_t(t) * p.H + h) * K;
-#pragma unroll
-        for (int e = 0; e < KPT; ++e) {
-            const int i = e * TPC + l;
-            const float kv = i < K ? kp[i] : 0.f;
-            S[e] = S[e] * decay + kv * u;
-        }
+        gdn_tile_apply<KPT, TPC>(S, p.pk + (int64_t(t) * p.H + h) * K, K, u, p.pg[int64_t(t) * p.HV + hv]);
     }
 
     const bool write_k = p.k_out && blockIdx.x == 0 && grp == 0 && hv % (p.HV / p.H) == 0;
@@ -97,13 +92,10 @@ cudaError_t launch_one(const RecurrentParams &p, const LaunchCtx &ctx) {
 }  // namespace
 
 cudaError_t launch_gdn_recurrent(const RecurrentParams &p, const LaunchCtx &ctx) {
-    if (p.K <= 16) return launch_one<8, 2>(p, ctx);
-    if (p.K <= 32) return launch_one<8, 4>(p, ctx);
-    if (p.K <= 64) return launch_one<8, 8>(p, ctx);
-    if (p.K <= 128) return launch_one<8, 16>(p, ctx);
-    if (p.K <= 256) return launch_one<8, 32>(p, ctx);
-    if (p.K <= kRecurrentMaxK) return launch_one<16, 32>(p, ctx);
-    return cudaErrorInvalidValue;
+    static_assert(kRecurrentMaxK == 512, "with_tile_shape covers K up to 512");
+    return with_tile_shape(p.K, [&](auto shape) {
+        return launch_one<decltype(shape)::KPT, decltype(shape)::TPC>(p, ctx);
+    });
 }
 
 }  // namespace kern

@@ -33,6 +33,10 @@ struct RecurrentParams {
     const float *pk = nullptr;  // [n_pending][H][K]
     const float *pu = nullptr;  // [n_pending][HV][V]
     const float *pg = nullptr;  // [n_pending][HV]
+
+    // Pending factors of a deferred commit described in device memory (read by the kernel, so a
+    // captured decoding step stays valid; see launch_common.cuh). Applied before n_pending's.
+    PendingFactors pending;
 };
 
 // Largest head_dim K the kernel instantiations cover.

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "device_common.cuh"
+#include "launch_common.cuh"
 
 namespace specla {
 namespace kern {
@@ -41,6 +42,59 @@ __device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT
     }
     *u_out = u;
     return group_sum<TPC>(ov);
+}
+
+// One stored factor applied to the tile (commit without replay): S <- exp(g) S + k u, with the
+// exact operations and order of gdn_tile_token's state update (decay, then one fma with the
+// normalised key), so that a committed path leaves the state bitwise equal to decoding it.
+// `kp` points at the normalised key of the head (K floats), u is this column's residual.
+template <int KPT, int TPC>
+__device__ __forceinline__ void gdn_tile_apply(float (&S)[KPT], const float *kp, int K, float u, float gl) {
+    const int l = threadIdx.x % TPC;
+    const float decay = expf(gl);
+#pragma unroll
+    for (int e = 0; e < KPT; ++e) {
+        const int i = e * TPC + l;
+        const float kv = i < K ? kp[i] : 0.f;
+        S[e] *= decay;
+        S[e] = fmaf(kv, u, S[e]);
+    }
+}
+
+// The tile shape of every state-tile kernel (recurrent step, verification chains, WY, commit) for
+// head dim K: KPT state entries per lane, TPC lanes per value column. One table, so that the
+// reductions over K, and hence the results, are the same in all of them.
+template <int KPT_, int TPC_>
+struct TileShape {
+    static constexpr int KPT = KPT_, TPC = TPC_;
+};
+template <typename Fn>
+inline cudaError_t with_tile_shape(int K, Fn &&fn) {
+    if (K <= 16) return fn(TileShape<8, 2>{});
+    if (K <= 32) return fn(TileShape<8, 4>{});
+    if (K <= 64) return fn(TileShape<8, 8>{});
+    if (K <= 128) return fn(TileShape<8, 16>{});
+    if (K <= 256) return fn(TileShape<8, 32>{});
+    if (K <= 512) return fn(TileShape<16, 32>{});
+    return cudaErrorInvalidValue;
+}
+
+// Applies the pending factors of value head hv, column j (lanes of the group) to the tile.
+template <int KPT, int TPC>
+__device__ __forceinline__ int gdn_tile_apply_pending(float (&S)[KPT], const PendingFactors &pf, int H, int HV, int K,
+                                                      int V, int h, int hv, int j, bool col_ok) {
+    if (!pf.desc) return 0;
+    const int np = pf.desc[0];
+    if (np <= 0) return 0;
+    const int set = pf.desc[1];
+    const float *ks = set ? pf.k[1] : pf.k[0];
+    const float *gs = set ? pf.g[1] : pf.g[0];
+    for (int t = 0; t < np; ++t) {
+        const int64_t node = pf.desc[2 + t];
+        const float u = col_ok ? pf.u[(node * HV + hv) * V + j] : 0.f;
+        gdn_tile_apply<KPT, TPC>(S, ks + (node * H + h) * K, K, u, gs[node * HV + hv]);
+    }
+    return np;
 }
 
 }  // namespace kern

@@ -22,7 +22,7 @@ namespace kern {
 
 namespace {
 
-constexpr int kMaxThreads = 512;
+constexpr int kMaxThreads = kGemvMaxThreads;
 constexpr int kMaxWarps = kMaxThreads / 32;
 
 __device__ __forceinline__ void gemv_epilogue(const GemvParams &p, int64_t r, float y, float y_up,
@@ -56,70 +56,11 @@ __device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned 
     }
 }
 
-// Scales this thread's x values (already loaded into xr, column c = (tid + s*T)*8 + e).
+// Scales this thread's x values (column c = (tid + s*T)*8 + e); see gemv_rows.cuh.
 template <int CPT>
 __device__ __forceinline__ void gemv_prologue(const GemvParams &p, float (&xr)[CPT][8], float *red32,
                                               float *head_ss) {
-    const int T = blockDim.x, tid = threadIdx.x;
-    const int nch = int(p.cols >> 3);
-#pragma unroll
-    for (int s = 0; s < CPT; ++s) {
-        const int ch = tid + s * T;
-#pragma unroll
-        for (int e = 0; e < 8; ++e) xr[s][e] = ch < nch ? p.x[ch * 8 + e] : 0.f;
-    }
-    if (p.pro == GemvPrologue::RmsNorm) {
-        float ss = 0.f;
-#pragma unroll
-        for (int s = 0; s < CPT; ++s)
-#pragma unroll
-            for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-        ss = block_sum(ss, red32);
-        const float inv = 1.f / sqrtf(ss / float(p.cols) + p.eps);
-#pragma unroll
-        for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            if (ch < nch)
-#pragma unroll
-                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * p.norm_w[ch * 8 + e];
-        }
-    } else if (p.pro == GemvPrologue::HeadNorm) {
-        // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
-        // are added in a fixed order per head (deterministic, unlike shared-memory atomics).
-        const int hd = p.head_dim, n_heads = int(p.cols / hd), cph = hd / 8;
-        float *chunk_ss = head_ss + n_heads;
-#pragma unroll
-        for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            if (ch < nch) {
-                float ss = 0.f;
-#pragma unroll
-                for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-                chunk_ss[ch] = ss;
-            }
-        }
-        __syncthreads();
-        for (int i = tid; i < n_heads; i += T) {
-            float ss = 0.f;
-            for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
-            head_ss[i] = ss;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            if (ch < nch) {
-                const int c0 = ch * 8;
-                const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + p.eps);
-#pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    const int c = c0 + e;
-                    const float gate = p.use_gate ? siluf_(p.z[c]) : 1.f;
-                    xr[s][e] = xr[s][e] * inv * p.norm_w[c % hd] * gate;
-                }
-            }
-        }
-    }
+    gemv_prologue_x<CPT>(p.pro, p.x, p.norm_w, p.eps, p.z, p.head_dim, p.use_gate, p.cols, xr, red32, head_ss);
 }
 
 template <int CPT, int RB, bool PAIRED>
@@ -178,6 +119,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch);  // weights: safe before the wait
     pdl_wait();
     pdl_trigger();
+    if (p.clear_after_wait && blockIdx.x == 0 && threadIdx.x == 0) *p.clear_after_wait = 0;
     float xr[CPT][8];
     gemv_prologue<CPT>(p, xr, red32, head_ss);
 
@@ -208,6 +150,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
     const int64_t cols = p.cols;
     pdl_wait();
     pdl_trigger();
+    if (p.clear_after_wait && blockIdx.x == 0 && threadIdx.x == 0) *p.clear_after_wait = 0;
     for (int64_t c = tid; c < cols; c += T) x[c] = p.x[c];
     if (p.pro == GemvPrologue::RmsNorm) {
         float ss = 0.f;
@@ -279,9 +222,7 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
     const int64_t L = paired ? p.rows / 2 : p.rows;
     if (L <= 0) return cudaSuccess;
     const int64_t nch = p.cols / 8;
-    const bool vec = !p.force_generic && p.cols % 8 == 0 && nch <= 4 * kMaxThreads &&
-                     (p.pro != GemvPrologue::HeadNorm || p.head_dim % 8 == 0) &&
-                     (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+    const bool vec = gemv_vectorised(p);
     if (!vec) {
         const int threads = 256;
         size_t smem = size_t(p.cols) * 4;
@@ -302,8 +243,8 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
         const int grid = int(std::min<int64_t>(ceil_div(L, threads / 32), int64_t(per_sm) * ctx.sm_count));
         return launch_kernel(gemv_generic_kernel, dim3(grid), dim3(threads), smem, ctx, p);
     }
-    const int cpt = nch <= kMaxThreads ? 1 : nch <= 2 * kMaxThreads ? 2 : 4;
-    int threads = int((ceil_div(nch, cpt) + 31) / 32 * 32);
+    const int cpt = gemv_cpt(p.cols);
+    const int threads = gemv_threads(p.cols);
     const size_t head_smem = p.pro == GemvPrologue::HeadNorm ? size_t(p.cols / p.head_dim + nch) * 4 : 0;
     KernelFn fn;
     int rb;

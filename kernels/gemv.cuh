@@ -49,12 +49,33 @@ struct GemvParams {
     float beta_scale = 1.f;  // 2 with allow_neg_eigval
 
     unsigned long long *argmax = nullptr;  // Logits epilogue; reset to 0 before the pass
+    // Optional word set to 0 by one thread after the grid-dependency wait, i.e. once every earlier
+    // kernel of the stream is complete (the decoding step clears its pending-commit count here).
+    int32_t *clear_after_wait = nullptr;
 
     int32_t ctas_per_sm = 0;  // 0: as many as fit (occupancy); tuning knob for benchmarks
     int32_t force_generic = 0;  // use the scalar fallback kernel (tests)
 };
 
 cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx);
+
+// The thread layout launch_gemv picks (host rule, shared with the multi-row GEMV so that both
+// reduce every row in the same order): whether the vectorised kernel runs, the 16-byte chunks per
+// thread and row (CPT), and the threads per CTA.
+constexpr int32_t kGemvMaxThreads = 512;
+inline bool gemv_vectorised(const GemvParams &p) {
+    const int64_t nch = p.cols / 8;
+    return !p.force_generic && p.cols % 8 == 0 && nch <= 4 * kGemvMaxThreads &&
+           (p.pro != GemvPrologue::HeadNorm || p.head_dim % 8 == 0) && (reinterpret_cast<uintptr_t>(p.w) & 15) == 0;
+}
+inline int32_t gemv_cpt(int64_t cols) {
+    const int64_t nch = cols / 8;
+    return nch <= kGemvMaxThreads ? 1 : nch <= 2 * kGemvMaxThreads ? 2 : 4;
+}
+inline int32_t gemv_threads(int64_t cols) {
+    const int64_t per = (cols / 8 + gemv_cpt(cols) - 1) / gemv_cpt(cols);
+    return int32_t((per + 31) / 32 * 32);
+}
 
 }  // namespace kern
 }  // namespace specla

@@ -1,9 +1,12 @@
-// Row arithmetic shared by the GEMV kernels (gemv.cu) and the fused decoding step (decode_step.cu):
-// the per-thread partial dot product of 16-byte bf16 chunks with fp32 inputs, and the in_proj
-// row epilogue. Device code only.
+// Row arithmetic shared by the GEMV kernels (gemv.cu, gemv_multi.cu) and the fused decoding step
+// (decode_step.cu): the per-thread partial dot product of 16-byte bf16 chunks with fp32 inputs, the
+// input-vector prologues, and the in_proj row epilogue. Device code only. The multi-row GEMV of
+// speculative verification reproduces the one-row kernel's arithmetic bit for bit by calling the
+// same functions with the same thread layout.
 #pragma once
 
 #include "device_common.cuh"
+#include "gemv.cuh"
 
 namespace specla {
 namespace kern {
@@ -28,6 +31,75 @@ __device__ __forceinline__ float chunk_dot(const uint4 (&w)[CPT], const float (&
 #pragma unroll
     for (int s = 0; s < CPT; ++s) a = fma8(w[s], xr[s], a);
     return a;
+}
+
+// Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
+// of x, with the prologue applied (T = blockDim.x). `red32` holds 32 floats; `head_ss` (HeadNorm)
+// cols/head_dim + cols/8 floats. Contains __syncthreads(): call uniformly across the block.
+template <int CPT>
+__device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x, const float *norm_w, float eps,
+                                                const float *z, int hd, int use_gate, int64_t cols,
+                                                float (&xr)[CPT][8], float *red32, float *head_ss) {
+    const int T = blockDim.x, tid = threadIdx.x;
+    const int nch = int(cols >> 3);
+#pragma unroll
+    for (int s = 0; s < CPT; ++s) {
+        const int ch = tid + s * T;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xr[s][e] = ch < nch ? x[ch * 8 + e] : 0.f;
+    }
+    if (pro == GemvPrologue::RmsNorm) {
+        float ss = 0.f;
+#pragma unroll
+        for (int s = 0; s < CPT; ++s)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
+        ss = block_sum(ss, red32);
+        const float inv = 1.f / sqrtf(ss / float(cols) + eps);
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * norm_w[ch * 8 + e];
+        }
+    } else if (pro == GemvPrologue::HeadNorm) {
+        // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
+        // are added in a fixed order per head (deterministic, unlike shared-memory atomics).
+        const int n_heads = int(cols / hd), cph = hd / 8;
+        float *chunk_ss = head_ss + n_heads;
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch) {
+                float ss = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
+                chunk_ss[ch] = ss;
+            }
+        }
+        __syncthreads();
+        for (int i = tid; i < n_heads; i += T) {
+            float ss = 0.f;
+            for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
+            head_ss[i] = ss;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
+            if (ch < nch) {
+                const int c0 = ch * 8;
+                const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    const int c = c0 + e;
+                    const float gate = use_gate ? siluf_(z[c]) : 1.f;
+                    xr[s][e] = xr[s][e] * inv * norm_w[c % hd] * gate;
+                }
+            }
+        }
+    }
 }
 
 // The fused in_proj rows ([q|k|v|g|a|b]) of one token: rows < conv_channels go through the short

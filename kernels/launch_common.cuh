@@ -14,5 +14,16 @@ struct LaunchCtx {
     int32_t sm_count = 1;  // multiprocessors of the device
 };
 
+// Where the pending (accepted, not yet applied) factors of a deferred commit are, for one layer.
+// The descriptor lives in device memory so that a captured decoding step reads the current count:
+// desc[0] = count (0: nothing pending), desc[1] = factor set of k and g (0/1), desc[2 + i] = node
+// of the i-th path token. All pointers are device memory.
+struct PendingFactors {
+    const int32_t *desc = nullptr;           // null: none
+    const float *k[2] = {nullptr, nullptr};  // [nodes][H*K] normalised keys, per set
+    const float *g[2] = {nullptr, nullptr};  // [nodes][HV] log decays, per set
+    const float *u = nullptr;                // [nodes][HV*V] residuals
+};
+
 }  // namespace kern
 }  // namespace specla

@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
+#                                 [verify] [api] [specbench] [verifycheck]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
-# build (Release, only the internal test program and bench_decode), runs the internal tests (the
-# CUDA ones included), bench_decode, and the CUDA tests under compute-sanitizer memcheck and
-# racecheck with a reduced filter. Every step has a time limit so that the whole run fits in one
-# device call; logs go to $OUT (build.log, tests.log, bench.log, memcheck.log, racecheck.log,
-# summary.txt) and a summary is printed last.
+# build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
+# ones included), bench_decode, and the CUDA tests under compute-sanitizer memcheck and racecheck
+# with a reduced filter. Speculative verification on the GPU:
+#   verify       the internal "cuda verify*" tests (verify.log)
+#   api          the public-API CUDA speculative tests, "cuda:*" (api.log)
+#   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts, both
+#                --backend cuda (specbench.log)
+#   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
+#                and the node-logits test under racecheck (verifyrace.log)
+# Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
+# (build.log, tests.log, bench.log, memcheck.log, racecheck.log, ..., summary.txt) and a summary
+# is printed last.
 set -uo pipefail
 root="$(pwd)"
 OUT="${OUT:-/tmp/specla-device-out}"
@@ -54,7 +62,8 @@ if has build; then
         cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
             -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
             -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
-        timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests bench_decode
+        timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests \
+            bench_decode specla_api_tests bench_verify bench_generate
     } >"$OUT/build.log" 2>&1
     rc=$?
     note "== build: rc=$rc after $(elapsed) s"
@@ -79,6 +88,40 @@ if has prebuilt; then
     else
         note "no prebuilt programs carried"; exit 1
     fi
+fi
+
+if has verify; then
+    timeout "${SPECLA_VERIFY_LIMIT:-180}" "$tests_bin" --no-intro=true -tc="cuda verify*" >"$OUT/verify.log" 2>&1
+    note "== internal CUDA verification tests: rc=$? after $(elapsed) s"
+    grep -E "seed|bitwise|rel err|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/verify.log" | head -80 >>"$summary"
+fi
+if has api; then
+    timeout "${SPECLA_API_LIMIT:-180}" "$build/tests/specla_api_tests" --no-intro=true -tc="cuda:*" >"$OUT/api.log" 2>&1
+    note "== API CUDA speculative tests: rc=$? after $(elapsed) s"
+    grep -E "speculative cuda|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/api.log" | head -30 >>"$summary"
+fi
+if has specbench; then
+    {
+        timeout "${SPECLA_SPECBENCH_LIMIT:-200}" "$build/bench/bench_verify" --shape gdn-1.3b --backend cuda --reps 15
+        echo "rc=$?"
+        timeout 40 "$build/bench/bench_verify" --shape pycode --backend cuda --reps 15
+        echo "rc=$?"
+        timeout 60 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m"
+        echo "rc=$?"
+    } >"$OUT/specbench.log" 2>&1
+    note "== speculative benchmarks: after $(elapsed) s"
+    grep -E "^\||^shape|^model|rc=" "$OUT/specbench.log" >>"$summary"
+fi
+if has verifycheck && command -v compute-sanitizer >/dev/null; then
+    SPECLA_CUDA_VERIFY_QUICK=1 timeout "${SPECLA_VERIFYCHECK_LIMIT:-240}" compute-sanitizer --tool memcheck \
+        --error-exitcode 99 --print-limit 20 "$tests_bin" --no-intro=true -tc="cuda verify*" >"$OUT/verifycheck.log" 2>&1
+    note "== compute-sanitizer memcheck (cuda verify*, quick): rc=$? after $(elapsed) s"
+    grep -E "ERROR SUMMARY|Invalid|test cases|assertions|timed out" "$OUT/verifycheck.log" | head -12 >>"$summary"
+    SPECLA_CUDA_VERIFY_QUICK=1 timeout "${SPECLA_VERIFYCHECK_LIMIT:-240}" compute-sanitizer --tool racecheck \
+        --error-exitcode 99 --print-limit 20 "$tests_bin" --no-intro=true -tc="cuda verify: node*" \
+        >"$OUT/verifyrace.log" 2>&1
+    note "== compute-sanitizer racecheck (cuda verify: node*, quick): rc=$? after $(elapsed) s"
+    grep -E "RACECHECK SUMMARY|ERROR SUMMARY|hazard|test cases|assertions|timed out" "$OUT/verifyrace.log" | head -12 >>"$summary"
 fi
 
 if has tests; then
@@ -116,6 +159,7 @@ echo
 echo "================ summary ================"
 cat "$summary"
 echo "================ tests (tail) ================"
-[ -f "$OUT/tests.log" ] && tail -5 "$OUT/tests.log"
+if [ -f "$OUT/tests.log" ]; then tail -5 "$OUT/tests.log"; fi
 echo "================ bench table ================"
-[ -f "$OUT/bench.log" ] && sed -n '/^measure /,$p' "$OUT/bench.log"
+if [ -f "$OUT/bench.log" ]; then sed -n '/^measure /,$p' "$OUT/bench.log"; fi
+exit 0

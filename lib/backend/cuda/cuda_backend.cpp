@@ -35,12 +35,24 @@ CudaSequenceState::~CudaSequenceState() {
     (void)cudaSetDevice(device);
     if (stream) (void)cudaStreamSynchronize(stream);
     if (graph) (void)cudaGraphExecDestroy(graph);
+    clear_verify_graphs();
     if (cublas) (void)cublasDestroy(cublas);
     if (stream) (void)cudaStreamDestroy(stream);
     if (h_tokens) (void)cudaFreeHost(h_tokens);
     if (h_argmax) (void)cudaFreeHost(h_argmax);
     if (h_sampled) (void)cudaFreeHost(h_sampled);
+    if (h_vints) (void)cudaFreeHost(h_vints);
+    if (h_desc) (void)cudaFreeHost(h_desc);
+    if (h_vkeys) (void)cudaFreeHost(h_vkeys);
+    if (desc_event) (void)cudaEventDestroy(desc_event);
     (void)cudaGetLastError();
+}
+
+void CudaSequenceState::clear_verify_graphs() {
+    for (auto &vg : verify_graphs)
+        if (vg.exec) (void)cudaGraphExecDestroy(vg.exec);
+    verify_graphs.clear();
+    verify_seen.clear();
 }
 
 CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
@@ -97,10 +109,12 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     auto st = std::make_unique<CudaSequenceState>();
     st->device = device_;
     st->arena = arena_;
-    st->capacity = std::max(std::max(limits.max_batch_tokens, limits.max_tree_nodes), 1);
+    // A verification carries the session's pending token in front of the draft: one row more.
+    const int32_t tree_rows = std::max(limits.max_tree_nodes, 1) + 1;
+    st->capacity = std::max(std::max(limits.max_batch_tokens, tree_rows), 1);
     const int32_t C = kern::kChunk;
     st->padded = (st->capacity + C - 1) / C * C;
-    st->logits_rows = std::min(st->capacity, 64);
+    st->logits_rows = std::min(st->capacity, std::max(64, tree_rows));
     st->chunk_buffers = kern::chunk_form_supported(c.head_k_dim, c.head_v_dim) &&
                         st->capacity >= options_.chunk_min_tokens;
 
@@ -190,6 +204,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     check(cudaMemcpyAsync(st->d_layers, layers.data(), L * sizeof(kern::DecodeLayer), cudaMemcpyHostToDevice, st->stream),
           "cudaMemcpyAsync(layers)");
     check(cudaMemsetAsync(st->d_barrier, 0, 2 * sizeof(unsigned int), st->stream), "cudaMemsetAsync(barrier)");
+    init_verify(*st, limits);
     reset_state(*st);
     check(cudaStreamSynchronize(st->stream), "cudaStreamSynchronize");
     return st;
@@ -200,12 +215,16 @@ void CudaBackend::reset_state(SequenceState &state) {
     DeviceGuard g(device_);
     check(cudaMemsetAsync(st.recurrent, 0, st.state_buf.bytes(), st.stream), "cudaMemsetAsync(state)");
     if (st.conv) check(cudaMemsetAsync(st.conv, 0, st.conv_buf.bytes(), st.stream), "cudaMemsetAsync(conv)");
+    if (st.desc) check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "cudaMemsetAsync(pending)");
+    st.pending_count = 0;
+    st.verified = false;
 }
 
 void CudaBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
     CudaSequenceState &st = cast(state);
     require(layer >= 0 && layer < config_.num_layers, SPECLA_ERR_INVALID_ARGUMENT, "layer ", layer, " out of range");
     DeviceGuard g(device_);
+    flush_commit(st);
     const size_t n = size_t(config_.recurrent_state_floats_per_layer());
     check(cudaMemcpyAsync(out, st.recurrent + size_t(layer) * n, n * 4, cudaMemcpyDeviceToHost, st.stream),
           "cudaMemcpyAsync(read state)");
@@ -260,6 +279,10 @@ void CudaBackend::ensure_graph(CudaSequenceState &st) {
 }
 
 void CudaBackend::run_decode(CudaSequenceState &st) {
+    // Pending factors of a deferred commit are applied by the step's recurrent kernels (the
+    // persistent fused step has no pre-pass for them: a separate commit pass first).
+    if (st.pending_count > 0 && st.fused) flush_commit(st);
+    st.verified = false;
     // The first step runs eagerly (it also resolves lazy per-kernel setup outside any capture);
     // from the second on, the captured graph is replayed.
     if (st.eager_steps >= 1) ensure_graph(st);
@@ -270,6 +293,7 @@ void CudaBackend::run_decode(CudaSequenceState &st) {
         st.eager_steps += 1;
         if (!options_.use_graph || st.graph_failed) st.decode_mode = std::string(st.fused ? "fused" : "per-op") + ", eager";
     }
+    pending_consumed(st);  // the step's lm_head GEMV clears the device count
 }
 
 int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
@@ -318,10 +342,18 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
         check(cudaStreamSynchronize(st.stream), "eval_chain");
         return;
     }
+    st.verified = false;
+    // Pending factors: applied by the recurrent kernels of the block; the chunk form has no pre-pass
+    // for them (a separate commit pass first).
+    if (st.pending_count > 0 && st.chunk_buffers && n >= options_.chunk_min_tokens) flush_commit(st);
     std::memcpy(st.h_tokens, tokens, size_t(n) * 4);
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream),
           "cudaMemcpyAsync(tokens)");
     enqueue_block(st, n, rows, logits);
+    if (st.pending_count > 0) {
+        check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+        pending_consumed(st);
+    }
     check(cudaStreamSynchronize(st.stream), "eval_chain");
 }
 

@@ -14,6 +14,14 @@
 // accumulate, activations rounded to bf16), the conv/gates kernel, and the recurrence either in the
 // chunk (WY) form on tensor cores (n >= chunk_min_tokens and a supported head shape) or with the
 // state-resident recurrent kernel.
+//
+// Speculative verification (cuda_verify.cpp) runs a draft tree's n nodes through multi-row GEMVs
+// with the decoding step's fp32 arithmetic, per-node conv windows along each node's path, and the
+// recurrence as heavy-light chains (hybrid, bitwise equal to decoding each root path) or in the
+// tree-masked WY form; the argmax of every node is taken on the device, and passes are replayed
+// from captured graphs per launch shape. Commit keeps the per-node factors on the device; a
+// deferred commit is applied by the next kernel that loads each state tile (verification, the
+// decoding step's recurrent kernel through a device-side pending count, a recurrent block).
 #pragma once
 
 #include <cublas_v2.h>
@@ -21,6 +29,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/cuda_weights.h"
@@ -83,6 +92,43 @@ struct CudaSequenceState final : SequenceState {
     unsigned long long *h_argmax = nullptr;
     int32_t *h_sampled = nullptr;
 
+    // ---- speculative verification (cuda_verify.cpp) ----
+    // Factor rows of the last verification, per layer and node (F = max_tree_nodes + 1 nodes: the
+    // session puts its pending token in front of the draft): normalised keys and log decays in two
+    // sets used alternately (a pass reads the deferred path's rows of one set while it writes the
+    // other), residuals u and pre-conv inputs in one (a pass reads the deferred path's u of a
+    // column only in the CTA that then overwrites it; pre-conv inputs are consumed at commit).
+    int32_t factor_rows = 0;
+    ArenaBuffer factor_buf;
+    float *fk[2] = {nullptr, nullptr};  // [L][F][H*K]
+    float *fg[2] = {nullptr, nullptr};  // [L][F][HV]
+    float *fu = nullptr;                // [L][F][HV*V]
+    float *fpre = nullptr;              // [L][F][CC] (null without short conv)
+    // Per-pass verification scratch and tables.
+    ArenaBuffer verify_buf;
+    float *vact = nullptr, *vbeta = nullptr;  // [F][CC], [F][HV]
+    unsigned long long *vkeys = nullptr;      // [F] argmax keys
+    int32_t *vints = nullptr;                 // tree tables (see cuda_verify.cpp)
+    int32_t *desc = nullptr;                  // pending-commit descriptor [2 + F] (launch_common.cuh)
+    size_t vints_count = 0;
+    int32_t *h_vints = nullptr, *h_desc = nullptr;  // pinned mirrors
+    unsigned long long *h_vkeys = nullptr;
+    cudaEvent_t desc_event = nullptr;         // the last descriptor upload (h_desc reusable after it)
+    ArenaBuffer snap_buf;                     // hybrid branch-point states of one layer (grows)
+    int32_t snap_slots = 0;
+    int32_t pending_count = 0;  // host mirror of desc[0]
+    int32_t last_set = 1;       // factor set the last verification wrote
+    bool verified = false;      // the factors hold an uncommitted verification
+    int32_t verified_nodes = 0;
+    std::vector<int32_t> verified_parents;  // of the last verified tree (benchmark hooks)
+    struct VerifyGraph {
+        std::vector<int32_t> key;  // launch shape (cuda_verify.cpp)
+        cudaGraphExec_t exec;      // null: capture failed, run eagerly
+    };
+    std::vector<VerifyGraph> verify_graphs;
+    std::vector<std::vector<int32_t>> verify_seen;  // shapes run once (captured the second time)
+    void clear_verify_graphs();
+
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     cudaGraphExec_t graph = nullptr;
@@ -107,6 +153,22 @@ public:
                               float *logits) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
     MemoryStats memory_stats() const override;
+    void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
+                     TreeAlgorithm algorithm, const VerifyOutputs &out) override;
+    void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
+    void flush_commit(SequenceState &state) override;
+    void copy_state(SequenceState &from, SequenceState &to) override;
+    SessionMemory session_memory(const SequenceState &state) const override;
+    void synchronize(SequenceState &state) override;
+
+    // The schedule TreeAlgorithm::Auto picks for a tree (cuda_verify.cpp states the rule).
+    TreeAlgorithm auto_algorithm(const int32_t *parents, int32_t n) const;
+    // Kernel-level timing (benchmarks) of one speculative step's state work over the last verified
+    // tree, whose mixer inputs are reused: the recurrence of every layer plus the commit of `path`
+    // (node indices of that tree), either fused into the recurrence (deferred) or as a separate
+    // pass before it. Device milliseconds per step (median of `reps`); the state's values change.
+    float time_recurrence_commit(SequenceState &state, const int32_t *path, int32_t n_path, bool deferred,
+                                 TreeAlgorithm algorithm, int32_t reps);
 
     // ---- for tests and benchmarks ----
     int32_t device() const { return device_; }
@@ -135,6 +197,16 @@ private:
     void mix_block(CudaSequenceState &st, int layer, int32_t n);
     void gemm_bf16(CudaSequenceState &st, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
                    int32_t n, float *y, float beta);
+    // Speculative verification (cuda_verify.cpp).
+    void init_verify(CudaSequenceState &st, const SessionLimits &limits);
+    kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
+    // The decoding step / a block consumed the pending factors inside its recurrent kernels.
+    void pending_consumed(CudaSequenceState &st);
+    struct TreeLaunch;
+    void prepare_tree(CudaSequenceState &st, const int32_t *parents, int32_t n, TreeAlgorithm algorithm,
+                      TreeLaunch &tl);
+    void enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set);
+    void enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, int set);
 
     ModelConfig config_;
     int32_t device_ = 0;

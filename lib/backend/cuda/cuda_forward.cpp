@@ -74,6 +74,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         rp.state = st.recurrent + size_t(l) * size_t(c.recurrent_state_floats_per_layer());
         rp.o = st.o, rp.o_tstride = VD, rp.o_hstride = V;
         rp.normalize = 1, rp.q_scale = 1.f / std::sqrt(float(K));
+        rp.pending = pending_of(st, l);  // deferred commit: applied when the device count is > 0
         check(kern::launch_gdn_recurrent(rp, ctx), "recurrent step");
 
         kern::GemvParams op;
@@ -100,6 +101,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     lm.w = weights_->lm_head, lm.rows = c.vocab_size, lm.cols = D;
     lm.pro = kern::GemvPrologue::RmsNorm, lm.x = st.h, lm.norm_w = weights_->final_norm, lm.eps = c.norm_eps;
     lm.epi = kern::GemvEpilogue::Logits, lm.out = st.logits, lm.argmax = st.d_argmax;
+    lm.clear_after_wait = st.desc;  // every layer has applied the pending factors by then
     check(kern::launch_gemv(lm, ctx), "lm_head");
     check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
 }
@@ -195,6 +197,7 @@ void CudaBackend::mix_block(CudaSequenceState &st, int layer, int32_t n) {
         rp.state = state;
         rp.o = st.o, rp.o_tstride = V, rp.o_hstride = int64_t(Tp) * V;
         rp.normalize = 0;
+        rp.pending = pending_of(st, layer);
         check(kern::launch_gdn_recurrent(rp, ctx), "recurrent block");
     }
     check(kern::launch_gated_norm_rows(st.o, V, int64_t(Tp) * V, c.use_gate ? st.proj + lay.g : nullptr, R,

@@ -1,0 +1,502 @@
+// Speculative verification and commit on the CUDA backend (see kernels/gdn_verify.cuh for the
+// device side and docs/speculative.md for the method).
+//
+// A verification pass over the n nodes of a draft tree runs every projection as a multi-row GEMV
+// (kernels/gemv_multi.cuh): fp32 activations, each node's reductions in exactly the order of the
+// one-token decoding step, weights read once per pass. The conv windows follow each node's own
+// path; the recurrence runs either as heavy-light chains (hybrid, one launch per dependency wave,
+// the decoding step's tile arithmetic, so every node's logits are bitwise those of plain decoding
+// of its root path) or in the tree-masked WY form (one launch, mathematically equal, not bitwise).
+// The argmax of every node is taken on the device; logits cross to the host only when asked for.
+//
+// Commit keeps the per-node factors on the device: the conv caches are rebuilt from the path's
+// pre-conv inputs at once; the recurrent state either at once (one launch over all layers) or,
+// deferred, inside the next kernel that loads each state tile (the next verification's chains or
+// WY, the decoding step's recurrent kernel, a block's recurrent kernel), through a pending-commit
+// descriptor in device memory that the captured decoding step reads (count 0: nothing to do).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_tree.h"
+#include "backend/cuda/cuda_backend.h"
+#include "embedding.cuh"
+#include "gdn_verify.cuh"
+#include "gemv_multi.cuh"
+#include "util/log.h"
+
+namespace specla {
+namespace cuda {
+
+namespace {
+
+// Trees whose hybrid plan needs more dependency waves than this go to the WY form under
+// TreeAlgorithm::Auto. Hybrid is the bitwise-exact schedule (greedy speculative output equals
+// plain greedy output token for token), so Auto keeps it for every tree a drafter of this project
+// builds (a pending token + at most 8 levels: at most 9 waves); see auto_algorithm().
+constexpr int32_t kAutoMaxHybridWaves = 16;
+// Captured verification passes kept per session (launch shapes; a drafter produces few).
+constexpr size_t kMaxVerifyGraphs = 48;
+
+struct TableLayout {
+    size_t parents, taps, chain_nodes, chain_info, snap, pair_off, total;
+    TableLayout(int32_t F, int32_t W) {
+        const size_t f = size_t(F), w = size_t(std::max(W - 1, 1));
+        parents = 0;
+        taps = parents + f;
+        chain_nodes = taps + f * w;
+        chain_info = chain_nodes + f;
+        snap = chain_info + 3 * f;
+        pair_off = snap + f;
+        total = pair_off + f + 1;
+    }
+};
+
+}  // namespace
+
+struct CudaBackend::TreeLaunch {
+    int32_t n = 0;
+    bool wy = false;
+    int32_t n_pairs = 0;
+    int32_t root_chains = 0;
+    std::vector<std::pair<int32_t, int32_t>> waves;  // (first chain, chains) in wave order
+    std::vector<int32_t> wave_max_len;              // longest chain of each wave
+    int32_t n_snapshots = 0;
+};
+
+void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits) {
+    const ModelConfig &c = config_;
+    const size_t F = size_t(std::max(limits.max_tree_nodes, 1)) + 1;
+    st.factor_rows = int32_t(F);
+    const size_t L = size_t(c.num_layers), KD = size_t(c.key_dim()), VD = size_t(c.value_dim());
+    const size_t HV = size_t(c.num_v_heads), CC = size_t(c.conv_channels());
+    const bool conv = c.use_short_conv && c.conv_size > 1;
+    auto al = [](size_t floats) { return (floats + 63) / 64 * 64; };
+    const size_t fk = al(L * F * KD), fg = al(L * F * HV), fu = al(L * F * VD), fp = conv ? al(L * F * CC) : 0;
+    st.factor_buf = ArenaBuffer(*arena_, (2 * fk + 2 * fg + fu + fp) * 4, "speculative factors");
+    float *b = st.factor_buf.as<float>();
+    st.fk[0] = b, st.fk[1] = b + fk;
+    st.fg[0] = b + 2 * fk, st.fg[1] = b + 2 * fk + fg;
+    st.fu = b + 2 * fk + 2 * fg;
+    st.fpre = conv ? st.fu + fu : nullptr;
+
+    const TableLayout tl(int32_t(F), c.conv_size);
+    st.vints_count = tl.total;
+    const size_t act = al(F * CC), beta = al(F * HV), keys = al(F * 2), ints = al(tl.total), desc = al(2 + F);
+    st.verify_buf = ArenaBuffer(*arena_, (act + beta + keys + ints + desc) * 4, "verification scratch");
+    float *v = st.verify_buf.as<float>();
+    st.vact = v;
+    st.vbeta = v + act;
+    st.vkeys = reinterpret_cast<unsigned long long *>(v + act + beta);
+    st.vints = reinterpret_cast<int32_t *>(v + act + beta + keys);
+    st.desc = reinterpret_cast<int32_t *>(v + act + beta + keys + ints);
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_vints), tl.total * 4, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_desc), (2 + F) * 4, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_vkeys), F * 8, cudaHostAllocDefault), "cudaHostAlloc");
+    check(cudaEventCreateWithFlags(&st.desc_event, cudaEventDisableTiming), "cudaEventCreate");
+    check(cudaMemsetAsync(st.desc, 0, (2 + F) * 4, st.stream), "cudaMemsetAsync(desc)");
+}
+
+kern::PendingFactors CudaBackend::pending_of(const CudaSequenceState &st, int layer) const {
+    const ModelConfig &c = config_;
+    const size_t F = size_t(st.factor_rows), l = size_t(layer);
+    kern::PendingFactors pf;
+    pf.desc = st.desc;
+    for (int s = 0; s < 2; ++s) {
+        pf.k[s] = st.fk[s] + l * F * size_t(c.key_dim());
+        pf.g[s] = st.fg[s] + l * F * size_t(c.num_v_heads);
+    }
+    pf.u = st.fu + l * F * size_t(c.value_dim());
+    return pf;
+}
+
+void CudaBackend::pending_consumed(CudaSequenceState &st) {
+    // The kernels that applied the factors leave the count to be cleared: the decoding step does it
+    // in its lm_head GEMV, other passes here (stream-ordered, not captured).
+    st.pending_count = 0;
+}
+
+TreeAlgorithm CudaBackend::auto_algorithm(const int32_t *parents, int32_t n) const {
+    // Rule, from bench_verify on the H200 (recurrence of all layers, device time): hybrid is 1.6-2.3x
+    // faster than WY on chains and deep thin trees (1-2 waves: 17-node chain 0.63 vs 1.42 ms,
+    // top-2/depth-12/16 nodes 0.66 vs 1.05 ms on GDN-1.3B) and ties at 4 waves (top-4/depth-4/32
+    // nodes, 1.23-1.55 vs 1.51 ms): every wave is one more launch per layer, while WY is one launch
+    // whatever the shape. Hybrid is also the bitwise-exact schedule, so Auto takes it up to
+    // kAutoMaxHybridWaves waves and WY only for trees branching deeper than that.
+    const cpu::TreePlan plan = cpu::TreePlan::build(parents, n);
+    int32_t waves = 0;
+    for (int32_t w : plan.waves) waves = std::max(waves, w + 1);
+    return waves > kAutoMaxHybridWaves ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
+}
+
+void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, int32_t n, TreeAlgorithm algorithm,
+                               TreeLaunch &tl) {
+    const ModelConfig &c = config_;
+    const int32_t F = st.factor_rows, W = c.conv_size;
+    const TableLayout lay(F, W);
+    int32_t *h = st.h_vints;
+    tl = TreeLaunch();
+    tl.n = n;
+    if (algorithm == TreeAlgorithm::Auto) algorithm = auto_algorithm(parents, n);
+    std::memcpy(h + lay.parents, parents, size_t(n) * 4);
+    // Conv windows along each node's path.
+    if (c.use_short_conv && W > 1) {
+        for (int32_t t = 0; t < n; ++t) {
+            int32_t cur = t, depth = 0;
+            for (int32_t m = 1; m <= W - 1; ++m) {
+                if (cur >= 0) cur = parents[cur];
+                int32_t v;
+                if (cur >= 0) {
+                    v = cur;
+                    ++depth;
+                } else {
+                    const int32_t back = m - depth;  // cache rows back from the newest
+                    v = -1 - (W - 1 - back);
+                }
+                h[lay.taps + size_t(t) * (W - 1) + size_t(m - 1)] = v;
+            }
+        }
+    }
+    // Ancestor pairs (WY).
+    int32_t pairs = 0;
+    for (int32_t v = 0; v < n; ++v) {
+        h[lay.pair_off + size_t(v)] = pairs;
+        for (int32_t u = parents[v]; u >= 0; u = parents[u]) ++pairs;
+    }
+    h[lay.pair_off + size_t(n)] = pairs;
+    tl.n_pairs = pairs;
+    tl.wy = algorithm == TreeAlgorithm::ParallelWY && kern::tree_wy_smem_bytes(n, pairs, c.head_k_dim) > 0;
+    // Heavy-light chains grouped by wave.
+    const cpu::TreePlan plan = cpu::TreePlan::build(parents, n);
+    std::vector<int32_t> order(plan.chains.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t a, int32_t b) { return plan.waves[size_t(a)] < plan.waves[size_t(b)]; });
+    int32_t pos = 0, ci = 0;
+    for (int32_t idx : order) {
+        const cpu::TreePlan::Chain &ch = plan.chains[size_t(idx)];
+        const int32_t wave = plan.waves[size_t(idx)];
+        if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0}), tl.wave_max_len.push_back(0);
+        tl.waves[size_t(wave)].second += 1;
+        tl.wave_max_len[size_t(wave)] = std::max(tl.wave_max_len[size_t(wave)], int32_t(ch.nodes.size()));
+        h[lay.chain_info + 3 * size_t(ci)] = pos;
+        h[lay.chain_info + 3 * size_t(ci) + 1] = int32_t(ch.nodes.size());
+        h[lay.chain_info + 3 * size_t(ci) + 2] =
+            ch.start_parent < 0 ? -1 : plan.snapshot_slot[size_t(ch.start_parent)];
+        if (ch.start_parent < 0) ++tl.root_chains;
+        for (int32_t v : ch.nodes) h[lay.chain_nodes + size_t(pos++)] = v;
+        ++ci;
+    }
+    for (int32_t v = 0; v < n; ++v) h[lay.snap + size_t(v)] = plan.snapshot_slot[size_t(v)];
+    tl.n_snapshots = plan.n_snapshots;
+    // Branch-point states of one layer (reused by every layer): grow on demand.
+    if (!tl.wy && tl.n_snapshots > st.snap_slots) {
+        check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+        st.snap_buf.reset();
+        st.snap_buf = ArenaBuffer(*arena_, size_t(tl.n_snapshots) * size_t(c.recurrent_state_floats_per_layer()) * 4,
+                                  "hybrid branch-point states");
+        st.snap_slots = tl.n_snapshots;
+        st.clear_verify_graphs();  // they hold the old snapshot address
+    }
+}
+
+void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set) {
+    const ModelConfig &c = config_;
+    const size_t F = size_t(st.factor_rows), l = size_t(layer);
+    const TableLayout lay(st.factor_rows, c.conv_size);
+    const kern::LaunchCtx ctx = launch_ctx(st.stream);
+    kern::TreeRecurrenceParams rp;
+    rp.n = tl.n, rp.H = c.num_heads, rp.HV = c.num_v_heads, rp.K = c.head_k_dim, rp.V = c.head_v_dim;
+    rp.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
+    rp.act = st.vact, rp.act_ld = c.conv_channels();
+    rp.g = st.fg[set] + l * F * size_t(c.num_v_heads), rp.beta = st.vbeta;
+    rp.state = st.recurrent + l * size_t(c.recurrent_state_floats_per_layer());
+    rp.o = st.o;
+    rp.u_out = st.fu + l * F * size_t(c.value_dim());
+    rp.k_out = st.fk[set] + l * F * size_t(c.key_dim());
+    rp.pending = pending_of(st, layer);
+    rp.parents = st.vints + lay.parents, rp.pair_off = st.vints + lay.pair_off, rp.n_pairs = tl.n_pairs;
+    rp.chain_nodes = st.vints + lay.chain_nodes, rp.chain_info = st.vints + lay.chain_info;
+    rp.snap_slot = st.vints + lay.snap, rp.snaps = st.snap_buf.as<float>();
+    if (tl.wy) {
+        check(kern::launch_tree_wy(rp, ctx), "tree recurrence (WY)");
+        return;
+    }
+    for (size_t i = 0; i < tl.waves.size(); ++i) {
+        rp.chain_begin = tl.waves[i].first, rp.chain_count = tl.waves[i].second, rp.max_len = tl.wave_max_len[i];
+        check(kern::launch_tree_chains(rp, ctx), "tree recurrence (chains)");
+    }
+}
+
+// One verification pass, stream-ordered and capturable: inputs from the pinned host mirrors
+// (tokens, tree tables), every layer, the argmax keys back to pinned memory.
+void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, int set) {
+    const ModelConfig &c = config_;
+    const InProjLayout lay(c);
+    const int64_t D = c.hidden_size, VD = c.value_dim(), I = c.intermediate_size, vocab = c.vocab_size;
+    const int64_t R = lay.rows, CC = c.conv_channels(), HV = c.num_v_heads;
+    const size_t F = size_t(st.factor_rows);
+    const int32_t n = tl.n;
+    check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream), "copy tokens");
+    check(cudaMemcpyAsync(st.vints, st.h_vints, st.vints_count * 4, cudaMemcpyHostToDevice, st.stream),
+          "copy tree tables");
+    check(cudaMemsetAsync(st.vkeys, 0, size_t(n) * 8, st.stream), "reset argmax");
+    kern::LaunchCtx ctx = launch_ctx(st.stream);
+    kern::LaunchCtx first = ctx;
+    first.pdl = false;
+    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, n, D, st.h, nullptr, first), "embedding");
+    const TableLayout tab(st.factor_rows, c.conv_size);
+
+    for (int l = 0; l < c.num_layers; ++l) {
+        const DeviceLayer &w = weights_->layers[size_t(l)];
+        const size_t lf = size_t(l) * F;
+        kern::GemvMultiParams in;
+        in.g.w = w.in_proj, in.g.rows = R, in.g.cols = D;
+        in.g.pro = kern::GemvPrologue::RmsNorm, in.g.x = st.h, in.g.norm_w = w.attn_norm, in.g.eps = c.norm_eps;
+        in.g.epi = kern::GemvEpilogue::Store, in.g.out = st.proj;
+        in.n = n, in.x_ld = D, in.out_ld = R;
+        check(kern::launch_gemv_multi(in, ctx), "in_proj (verify)");
+        kern::VerifyConvParams cp;
+        cp.n = n, cp.proj = st.proj, cp.R = R, cp.CC = CC, cp.row_a = lay.a, cp.row_b = lay.b;
+        cp.taps = st.vints + tab.taps;
+        cp.conv_cache = st.conv ? st.conv + size_t(l) * size_t(c.conv_cache_floats_per_layer()) : nullptr;
+        cp.conv_w = w.conv, cp.W = c.conv_size, cp.use_short_conv = c.use_short_conv ? 1 : 0;
+        cp.HV = int32_t(HV), cp.A_log = w.A_log, cp.dt_bias = w.dt_bias;
+        cp.beta_scale = c.allow_neg_eigval ? 2.f : 1.f;
+        cp.act = st.vact, cp.g = st.fg[set] + lf * size_t(HV), cp.beta = st.vbeta;
+        cp.pre = st.fpre ? st.fpre + lf * size_t(CC) : nullptr;
+        check(kern::launch_verify_conv(cp, ctx), "conv + gates (verify)");
+
+        enqueue_tree_layer(st, l, tl, set);
+
+        kern::GemvMultiParams op;
+        op.g.w = w.o_proj, op.g.rows = D, op.g.cols = VD;
+        op.g.pro = kern::GemvPrologue::HeadNorm, op.g.x = st.o, op.g.norm_w = w.o_norm, op.g.eps = c.norm_eps;
+        op.g.z = c.use_gate ? st.proj + lay.g : nullptr, op.g.head_dim = c.head_v_dim, op.g.use_gate = c.use_gate;
+        op.g.epi = kern::GemvEpilogue::Add, op.g.out = st.h;
+        op.n = n, op.x_ld = VD, op.z_ld = R, op.out_ld = D;
+        check(kern::launch_gemv_multi(op, ctx), "o_proj (verify)");
+
+        kern::GemvMultiParams gu;
+        gu.g.w = w.gate_up, gu.g.rows = 2 * I, gu.g.cols = D;
+        gu.g.pro = kern::GemvPrologue::RmsNorm, gu.g.x = st.h, gu.g.norm_w = w.mlp_norm, gu.g.eps = c.norm_eps;
+        gu.g.epi = kern::GemvEpilogue::SwiGLU, gu.g.out = st.gu;
+        gu.n = n, gu.x_ld = D, gu.out_ld = I;
+        check(kern::launch_gemv_multi(gu, ctx), "gate_up (verify)");
+
+        kern::GemvMultiParams dn;
+        dn.g.w = w.down, dn.g.rows = D, dn.g.cols = I;
+        dn.g.pro = kern::GemvPrologue::None, dn.g.x = st.gu;
+        dn.g.epi = kern::GemvEpilogue::Add, dn.g.out = st.h;
+        dn.n = n, dn.x_ld = I, dn.out_ld = D;
+        check(kern::launch_gemv_multi(dn, ctx), "down (verify)");
+    }
+    kern::GemvMultiParams lm;
+    lm.g.w = weights_->lm_head, lm.g.rows = vocab, lm.g.cols = D;
+    lm.g.pro = kern::GemvPrologue::RmsNorm, lm.g.x = st.h, lm.g.norm_w = weights_->final_norm, lm.g.eps = c.norm_eps;
+    lm.g.epi = kern::GemvEpilogue::Logits, lm.g.out = st.logits, lm.g.argmax = st.vkeys;
+    lm.n = n, lm.x_ld = D, lm.out_ld = vocab;
+    check(kern::launch_gemv_multi(lm, ctx), "lm_head (verify)");
+    // The pending factors (if any) have been applied by every layer: clear the count.
+    check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+    check(cudaMemcpyAsync(st.h_vkeys, st.vkeys, size_t(n) * 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
+}
+
+void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
+                              TreeAlgorithm algorithm, const VerifyOutputs &out) {
+    CudaSequenceState &st = cast(state);
+    require(n >= 1 && n <= st.factor_rows, SPECLA_ERR_INTERNAL, "verify_tree: ", n,
+            " nodes exceed the session's max_tree_nodes capacity ", st.factor_rows);
+    const int64_t vocab = config_.vocab_size;
+    DeviceGuard g(device_);
+    st.verified = false;
+
+    TreeLaunch tl;
+    prepare_tree(st, parents, n, algorithm, tl);
+    // Several chains starting from the committed state would race on writing back the tile with
+    // the pending factors applied: apply them in a separate pass first (never the case for a
+    // session's trees, whose pending token is the single root).
+    if (st.pending_count > 0 && !tl.wy && tl.root_chains > 1) flush_commit(st);
+    const int set = 1 - st.last_set;  // the pending path (if any) is in last_set
+    std::memcpy(st.h_tokens, tokens, size_t(n) * 4);
+
+    // A pass is ~7 launches per layer: replayed from a captured graph per launch shape (node count,
+    // factor set, schedule) from the second time that shape is seen, so that the host's launch rate
+    // does not bound small models. The tree itself travels in the copied tables.
+    std::vector<int32_t> key = {n, set, tl.wy ? 1 : 0, tl.n_pairs, int32_t(st.snap_slots)};
+    if (!tl.wy)
+        for (size_t i = 0; i < tl.waves.size(); ++i)
+            key.push_back(tl.waves[i].first), key.push_back(tl.waves[i].second), key.push_back(tl.wave_max_len[i]);
+    cudaGraphExec_t exec = nullptr;
+    bool seen = false;
+    for (auto &vg : st.verify_graphs)
+        if (vg.key == key) {
+            exec = vg.exec, seen = true;
+            break;
+        }
+    if (!exec && seen) {
+        // Known shape whose capture failed: eager.
+    } else if (!exec && options_.use_graph && st.verify_graphs.size() < kMaxVerifyGraphs) {
+        bool first_time = true;
+        for (const auto &k : st.verify_seen)
+            if (k == key) first_time = false;
+        if (first_time) {
+            if (st.verify_seen.size() < 8 * kMaxVerifyGraphs) st.verify_seen.push_back(key);
+        } else {
+            cudaGraph_t graph = nullptr;
+            check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+            bool ok = true;
+            try {
+                enqueue_verify(st, tl, set);
+            } catch (const Error &) {
+                ok = false;
+            }
+            const cudaError_t ec = cudaStreamEndCapture(st.stream, &graph);
+            if (ok && ec == cudaSuccess && graph) {
+                if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+            }
+            if (graph) (void)cudaGraphDestroy(graph);
+            (void)cudaGetLastError();
+            st.verify_graphs.push_back({key, exec});
+            if (!exec) log(SPECLA_LOG_WARN, "CUDA graph capture of a verification pass failed; running it eagerly");
+        }
+    }
+    if (exec) check(cudaGraphLaunch(exec, st.stream), "cudaGraphLaunch(verify)");
+    else enqueue_verify(st, tl, set);
+    pending_consumed(st);
+    if (out.logits)
+        check(cudaMemcpyAsync(out.logits, st.logits, size_t(n) * size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
+              "copy logits");
+    check(cudaStreamSynchronize(st.stream), "verify_tree");
+    if (out.argmax)
+        for (int32_t t = 0; t < n; ++t) out.argmax[t] = kern::argmax_key_id(st.h_vkeys[t]);
+    st.last_set = set;
+    st.verified = true;
+    st.verified_nodes = n;
+    st.verified_parents.assign(parents, parents + n);
+}
+
+void CudaBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) {
+    CudaSequenceState &st = cast(state);
+    require(st.verified, SPECLA_ERR_STATE, "no verified tree to commit from");
+    for (int32_t i = 0; i < n; ++i)
+        require(nodes[i] >= 0 && nodes[i] < st.verified_nodes, SPECLA_ERR_INTERNAL, "commit_path: node ", nodes[i],
+                " is not in the verified tree");
+    require(st.pending_count == 0, SPECLA_ERR_INTERNAL, "commit_path: an earlier commit is still pending");
+    st.verified = false;
+    if (n <= 0) return;
+    const ModelConfig &c = config_;
+    DeviceGuard g(device_);
+    check(cudaEventSynchronize(st.desc_event), "cudaEventSynchronize");  // h_desc free again
+    st.h_desc[0] = n;
+    st.h_desc[1] = st.last_set;
+    std::memcpy(st.h_desc + 2, nodes, size_t(n) * 4);
+    check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n + 2) * 4, cudaMemcpyHostToDevice, st.stream), "copy path");
+    check(cudaEventRecord(st.desc_event, st.stream), "cudaEventRecord");
+    st.pending_count = n;
+    if (st.fpre && st.conv) {
+        kern::ConvCommitParams cp;
+        cp.L = c.num_layers, cp.W = c.conv_size, cp.CC = c.conv_channels();
+        cp.cache = st.conv, cp.cache_layer = c.conv_cache_floats_per_layer();
+        cp.pre = st.fpre, cp.pre_layer = int64_t(st.factor_rows) * c.conv_channels();
+        cp.desc = st.desc;
+        kern::LaunchCtx ctx = launch_ctx(st.stream);
+        ctx.pdl = false;
+        check(kern::launch_conv_commit(cp, ctx), "conv cache commit");
+    }
+    if (!deferred) flush_commit(st);
+}
+
+void CudaBackend::flush_commit(SequenceState &state) {
+    CudaSequenceState &st = cast(state);
+    if (st.pending_count <= 0) return;
+    const ModelConfig &c = config_;
+    DeviceGuard g(device_);
+    kern::ApplyPendingParams ap;
+    ap.L = c.num_layers, ap.H = c.num_heads, ap.HV = c.num_v_heads, ap.K = c.head_k_dim, ap.V = c.head_v_dim;
+    ap.state = st.recurrent, ap.state_layer = c.recurrent_state_floats_per_layer();
+    ap.pending = pending_of(st, 0);
+    const int64_t F = st.factor_rows;
+    ap.k_layer = F * c.key_dim(), ap.g_layer = F * c.num_v_heads, ap.u_layer = F * c.value_dim();
+    kern::LaunchCtx ctx = launch_ctx(st.stream);
+    ctx.pdl = false;
+    check(kern::launch_apply_pending(ap, ctx), "commit (apply factors)");
+    check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+    st.pending_count = 0;
+}
+
+void CudaBackend::copy_state(SequenceState &from, SequenceState &to) {
+    CudaSequenceState &a = cast(from), &b = cast(to);
+    DeviceGuard g(device_);
+    flush_commit(a);
+    check(cudaStreamSynchronize(b.stream), "cudaStreamSynchronize");
+    check(cudaMemcpyAsync(b.recurrent, a.recurrent, a.state_buf.bytes(), cudaMemcpyDeviceToDevice, a.stream),
+          "copy state");
+    if (a.conv) check(cudaMemcpyAsync(b.conv, a.conv, a.conv_buf.bytes(), cudaMemcpyDeviceToDevice, a.stream), "copy conv");
+    check(cudaMemsetAsync(b.desc, 0, 4, a.stream), "clear pending");
+    check(cudaStreamSynchronize(a.stream), "copy_state");
+    b.pending_count = 0;
+    b.verified = false;
+}
+
+SessionMemory CudaBackend::session_memory(const SequenceState &state) const {
+    const auto *p = dynamic_cast<const CudaSequenceState *>(&state);
+    require(p != nullptr, SPECLA_ERR_INTERNAL, "a sequence state of another backend was passed to the CUDA backend");
+    SessionMemory m;
+    m.state_bytes = p->state_buf.bytes() + p->conv_buf.bytes();
+    m.factor_bytes = p->factor_buf.bytes();
+    m.scratch_bytes = p->scratch_buf.bytes() + p->verify_buf.bytes() + p->snap_buf.bytes();
+    return m;
+}
+
+void CudaBackend::synchronize(SequenceState &state) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
+}
+
+float CudaBackend::time_recurrence_commit(SequenceState &state, const int32_t *path, int32_t n_path, bool deferred,
+                                          TreeAlgorithm algorithm, int32_t reps) {
+    CudaSequenceState &st = cast(state);
+    require(!st.verified_parents.empty(), SPECLA_ERR_STATE, "time_recurrence_commit needs a verified tree");
+    DeviceGuard g(device_);
+    const int32_t n = int32_t(st.verified_parents.size());
+    flush_commit(st);
+    TreeLaunch tl;
+    prepare_tree(st, st.verified_parents.data(), n, algorithm, tl);
+    check(cudaMemcpyAsync(st.vints, st.h_vints, st.vints_count * 4, cudaMemcpyHostToDevice, st.stream), "tables");
+    check(cudaEventSynchronize(st.desc_event), "cudaEventSynchronize");
+    st.h_desc[0] = n_path;
+    st.h_desc[1] = st.last_set;
+    if (n_path > 0) std::memcpy(st.h_desc + 2, path, size_t(n_path) * 4);
+    const int set = 1 - st.last_set;
+    cudaEvent_t e0, e1;
+    check(cudaEventCreate(&e0), "cudaEventCreate");
+    check(cudaEventCreate(&e1), "cudaEventCreate");
+    std::vector<float> times;
+    const ModelConfig &c = config_;
+    for (int32_t r = 0; r <= reps; ++r) {
+        // The path becomes pending (descriptor upload, outside the timed region).
+        check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n_path + 2) * 4, cudaMemcpyHostToDevice, st.stream), "path");
+        st.pending_count = n_path;
+        check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
+        // Several chains from the committed state cannot take the fused commit (see verify_tree).
+        if (!deferred || (!tl.wy && tl.root_chains > 1)) flush_commit(st);
+        for (int l = 0; l < c.num_layers; ++l) enqueue_tree_layer(st, l, tl, set);
+        check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
+        check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+        st.pending_count = 0;
+        check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+        float ms = 0.f;
+        check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+        if (r) times.push_back(ms);  // the first is a warm-up
+    }
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    st.verified = false;
+    std::sort(times.begin(), times.end());
+    return times.empty() ? 0.f : times[times.size() / 2];
+}
+
+}  // namespace cuda
+}  // namespace specla

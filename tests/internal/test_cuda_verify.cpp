@@ -1,0 +1,391 @@
+// Speculative verification and commit on the CUDA backend, on random models of several shapes
+// (grouped value heads, no conv, no gate, GEMV layouts of 1, 2 and 4 chunks per thread, sizes the
+// vectorised kernels do not cover) and random draft trees (chain, star, deep, bushy, single node,
+// session-like with one root, random), fresh seeds per run (printed).
+//
+// What is compared, and how closely:
+//   * node logits of the hybrid schedule (and of Auto, which picks it for these trees) vs plain
+//     GPU decoding of the node's root path, one token per step: BITWISE equal. Both use the same
+//     fp32-activation GEMV reductions, conv taps, recurrent tile arithmetic and norms.
+//   * node logits of the parallel WY schedule vs the same: max |a-b| / max |b| <= 1e-3 (the tree
+//     recurrence is computed in another order, fp32; observed ~1e-6).
+//   * node logits vs the CPU backend holding the same bf16 weights, its prompt also decoded token
+//     by token: <= 2e-3 (fp32 on both sides, summation orders differ; as test_cuda_backend.cpp).
+//   * device argmax of every node == host argmax (lowest id on ties) of the returned logits: exact.
+//   * commit of an accepted path (deferred or not, either schedule), then the states and the next
+//     step's logits vs plain decoding of the accepted tokens: bitwise for hybrid, <= 1e-3 for WY.
+//   * a deferred commit applied inside the next pass (verification, decoding step, recurrent block,
+//     chunk-form block) vs an immediate commit followed by the same pass: bitwise.
+// SPECLA_CUDA_VERIFY_QUICK=1 (used under compute-sanitizer) keeps three shapes and smaller trees.
+#include "test_cuda_common.h"
+
+#ifndef SPECLA_WITH_CUDA
+
+TEST_CASE("cuda verify: skipped") { MESSAGE("CUDA verification tests skipped: this build has no CUDA support"); }
+
+#else
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"
+#include "engine/backend.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
+using namespace specla;
+using namespace cudatest;
+
+namespace {
+
+constexpr double kWyTol = 1e-3;
+constexpr double kCpuTol = 2e-3;
+
+struct Shape {
+    const char *name;
+    int D, L, H, HV, K, V, I, vocab;
+    bool gate = true, conv = true, neg = false, tied = false;
+    float eps = 1e-6f;
+};
+
+const Shape kShapes[] = {
+    {"tiny-a-like", 128, 2, 2, 2, 32, 64, 384, 512},
+    {"grouped, neg eigval, tied", 96, 3, 3, 6, 16, 24, 256, 300, true, true, true, true, 1e-5f},
+    {"22m-like", 384, 2, 2, 2, 128, 256, 1024, 1000},
+    {"no gate, no conv", 64, 2, 1, 1, 64, 64, 128, 100, false, false},
+    {"wide MLP (2 chunks per thread)", 64, 2, 2, 2, 32, 32, 4160, 200},
+    {"wider MLP (4 chunks per thread), K 256", 64, 1, 1, 1, 256, 32, 8200, 150},
+    {"odd sizes (generic kernels)", 100, 2, 2, 2, 20, 20, 200, 77},
+};
+
+bool quick() {
+    const char *q = std::getenv("SPECLA_CUDA_VERIFY_QUICK");
+    return q && *q && *q != '0';
+}
+
+// The shapes a run covers: all, or (quick) one with grouped heads, one without conv and gate, and
+// one with the generic GEMV fallback.
+std::vector<Shape> shapes() {
+    if (!quick()) return std::vector<Shape>(std::begin(kShapes), std::end(kShapes));
+    return {kShapes[1], kShapes[3], kShapes[6]};
+}
+
+int32_t max_nodes() { return quick() ? 8 : 18; }
+
+ModelConfig make_config(const Shape &s) {
+    ModelConfig c;
+    c.vocab_size = s.vocab, c.hidden_size = s.D, c.num_layers = s.L, c.num_heads = s.H, c.num_v_heads = s.HV;
+    c.head_k_dim = s.K, c.head_v_dim = s.V, c.conv_size = 4, c.intermediate_size = s.I, c.norm_eps = s.eps;
+    c.use_gate = s.gate, c.use_short_conv = s.conv, c.allow_neg_eigval = s.neg, c.tie_word_embeddings = s.tied;
+    c.bos_token_id = 1, c.eos_token_id = 2;
+    return c;
+}
+
+SessionLimits limits(int tokens = 32) {
+    SessionLimits l;
+    l.max_batch_tokens = tokens;
+    l.max_tree_nodes = 24;
+    return l;
+}
+
+enum class TreeShape { Chain, Star, Deep, Bushy, Single, SessionLike, Random };
+const char *tree_name(TreeShape s) {
+    switch (s) {
+        case TreeShape::Chain: return "chain";
+        case TreeShape::Star: return "star";
+        case TreeShape::Deep: return "deep";
+        case TreeShape::Bushy: return "bushy";
+        case TreeShape::Single: return "single";
+        case TreeShape::SessionLike: return "one root";
+        case TreeShape::Random: return "random";
+    }
+    return "?";
+}
+
+struct Tree {
+    std::vector<int32_t> tokens, parents;
+    int32_t size() const { return int32_t(tokens.size()); }
+    std::vector<int32_t> path_to(int32_t v) const {
+        std::vector<int32_t> p;
+        for (; v >= 0; v = parents[size_t(v)]) p.push_back(v);
+        return {p.rbegin(), p.rend()};
+    }
+};
+
+Tree random_tree(TreeShape shape, int32_t n, int32_t vocab, std::mt19937_64 &g) {
+    Tree t;
+    for (int32_t i = 0; i < n; ++i) {
+        int32_t p = -1;
+        switch (shape) {
+            case TreeShape::Chain: p = i - 1; break;
+            case TreeShape::Star: p = i == 0 ? -1 : 0; break;
+            case TreeShape::Deep: p = i < 2 ? -1 : i - 2; break;
+            case TreeShape::Bushy: p = i < 2 ? -1 : (i - 2) / 2; break;
+            case TreeShape::Single: p = -1; break;
+            case TreeShape::SessionLike: p = i == 0 ? -1 : int32_t(g() % uint64_t(i)); break;
+            case TreeShape::Random: p = int32_t(g() % uint64_t(i + 1)) - 1; break;
+        }
+        t.tokens.push_back(int32_t(g() % uint64_t(vocab)));
+        t.parents.push_back(p);
+    }
+    return t;
+}
+
+std::vector<int32_t> random_tokens(std::mt19937_64 &g, int n, int vocab) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (auto &x : t) x = int32_t(g() % uint64_t(vocab));
+    return t;
+}
+
+// Token-by-token decoding (the plain decoding path) of `toks`; returns the last step's logits.
+std::vector<float> decode(Backend &b, SequenceState &s, const std::vector<int32_t> &toks) {
+    std::vector<float> out(size_t(b.config().vocab_size));
+    for (int32_t t : toks) b.eval_chain(s, &t, 1, LogitsRows::Last, out.data());
+    return out;
+}
+
+std::vector<float> all_states(Backend &b, SequenceState &s) {
+    const ModelConfig &c = b.config();
+    const size_t per = size_t(c.recurrent_state_floats_per_layer());
+    std::vector<float> out(per * size_t(c.num_layers));
+    for (int l = 0; l < c.num_layers; ++l) b.read_recurrent_state(s, l, out.data() + per * size_t(l));
+    return out;
+}
+
+bool bitwise(const float *a, const float *b, size_t n) { return std::memcmp(a, b, n * sizeof(float)) == 0; }
+bool bitwise(const std::vector<float> &a, const std::vector<float> &b) {
+    return a.size() == b.size() && bitwise(a.data(), b.data(), a.size());
+}
+
+int32_t host_argmax(const float *x, int32_t n) {
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; ++i)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+struct Verified {
+    std::vector<float> logits;
+    std::vector<int32_t> argmax;
+};
+
+Verified verify(Backend &b, SequenceState &s, const Tree &t, TreeAlgorithm a) {
+    Verified v;
+    const size_t vocab = size_t(b.config().vocab_size);
+    v.logits.assign(size_t(t.size()) * vocab, std::nanf(""));
+    v.argmax.assign(size_t(t.size()), -7);
+    VerifyOutputs o;
+    o.logits = v.logits.data();
+    o.argmax = v.argmax.data();
+    b.verify_tree(s, t.tokens.data(), t.parents.data(), t.size(), a, o);
+    return v;
+}
+
+const char *algo_name(TreeAlgorithm a) {
+    return a == TreeAlgorithm::Hybrid ? "hybrid" : a == TreeAlgorithm::ParallelWY ? "WY" : "auto";
+}
+
+}  // namespace
+
+TEST_CASE("cuda verify: node logits equal plain GPU decoding of each root path (hybrid bitwise) and the CPU") {
+    CUDA_TEST_REQUIRE_GPU();
+    const uint64_t seed = fresh_seed("verify node logits");
+    std::mt19937_64 g(seed);
+    for (const Shape &s : shapes()) {
+        const ModelConfig c = make_config(s);
+        const ModelWeights w = random_weights(c, g(), WeightType::BF16);
+        auto cpu = create_cpu_backend(c, w, 2);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+        const int32_t vocab = c.vocab_size;
+        const auto prompt = random_tokens(g, 6 + int(g() % 6), vocab);
+        auto gbase = gpu->create_state(limits()), gver = gpu->create_state(limits()), gdec = gpu->create_state(limits());
+        auto cbase = cpu->create_state(limits()), cver = cpu->create_state(limits());
+        decode(*gpu, *gbase, prompt);
+        decode(*cpu, *cbase, prompt);
+        int exact_nodes = 0, nodes = 0, argmax_bad = 0;
+        double worst_wy = 0, worst_cpu = 0;
+        for (TreeShape ts : {TreeShape::Chain, TreeShape::Star, TreeShape::Deep, TreeShape::Bushy, TreeShape::Single,
+                             TreeShape::SessionLike, TreeShape::Random}) {
+            const int32_t n = ts == TreeShape::Single ? 1 : int32_t(3 + g() % uint64_t(max_nodes()));
+            const Tree t = random_tree(ts, n, vocab, g);
+            // Plain decoding of every root path.
+            std::vector<std::vector<float>> plain(static_cast<size_t>(n));
+            for (int32_t v = 0; v < n; ++v) {
+                gpu->copy_state(*gbase, *gdec);
+                std::vector<int32_t> toks;
+                for (int32_t u : t.path_to(v)) toks.push_back(t.tokens[size_t(u)]);
+                plain[size_t(v)] = decode(*gpu, *gdec, toks);
+            }
+            cpu->copy_state(*cbase, *cver);
+            const Verified cv = verify(*cpu, *cver, t, TreeAlgorithm::Hybrid);
+            for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY, TreeAlgorithm::Auto}) {
+                gpu->copy_state(*gbase, *gver);
+                const Verified gv = verify(*gpu, *gver, t, a);
+                for (int32_t v = 0; v < n; ++v) {
+                    const float *row = gv.logits.data() + size_t(v) * size_t(vocab);
+                    INFO(std::string(s.name), ", ", std::string(tree_name(ts)), " tree of ", n, ", ", std::string(algo_name(a)), ", node ", v);
+                    if (a == TreeAlgorithm::ParallelWY) {
+                        const double e = max_rel(row, plain[size_t(v)].data(), size_t(vocab));
+                        worst_wy = std::max(worst_wy, e);
+                        CHECK(e <= kWyTol);
+                    } else {
+                        const bool same = bitwise(row, plain[size_t(v)].data(), size_t(vocab));
+                        if (!same) MESSAGE("not bitwise: rel err " << max_rel(row, plain[size_t(v)].data(), size_t(vocab)));
+                        CHECK(same);
+                        exact_nodes += same;
+                        ++nodes;
+                    }
+                    const double ec = max_rel(row, cv.logits.data() + size_t(v) * size_t(vocab), size_t(vocab));
+                    worst_cpu = std::max(worst_cpu, ec);
+                    CHECK(ec <= kCpuTol);
+                    const int32_t want = host_argmax(row, vocab);
+                    argmax_bad += gv.argmax[size_t(v)] != want;
+                    CHECK(gv.argmax[size_t(v)] == want);
+                }
+            }
+        }
+        MESSAGE(std::string(s.name) << ": hybrid/auto nodes bitwise equal to plain decoding " << exact_nodes << "/" << nodes
+                       << "; WY max rel err " << worst_wy << "; vs CPU max rel err " << worst_cpu
+                       << "; device argmax mismatches " << argmax_bad);
+    }
+}
+
+TEST_CASE("cuda verify: commit (deferred or not) leaves the state of plain decoding of the accepted tokens") {
+    CUDA_TEST_REQUIRE_GPU();
+    const uint64_t seed = fresh_seed("verify commit");
+    std::mt19937_64 g(seed);
+    for (const Shape &s : shapes()) {
+        const ModelConfig c = make_config(s);
+        const ModelWeights w = random_weights(c, g(), WeightType::BF16);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+        const int32_t vocab = c.vocab_size;
+        const auto prompt = random_tokens(g, 5 + int(g() % 5), vocab);
+        auto base = gpu->create_state(limits());
+        gpu->eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
+        for (bool deferred : {false, true}) {
+            for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+                auto spec = gpu->create_state(limits()), plain = gpu->create_state(limits());
+                gpu->copy_state(*base, *spec);
+                gpu->copy_state(*base, *plain);
+                int accepted = 0;
+                for (int round = 0; round < (quick() ? 3 : 5); ++round) {
+                    const TreeShape ts = round % 2 ? TreeShape::SessionLike : TreeShape(g() % 7);
+                    const int32_t n = ts == TreeShape::Single ? 1 : int32_t(2 + g() % uint64_t(max_nodes() - 2));
+                    const Tree t = random_tree(ts, n, vocab, g);
+                    std::vector<int32_t> am(static_cast<size_t>(n));
+                    VerifyOutputs o;
+                    o.argmax = am.data();
+                    gpu->verify_tree(*spec, t.tokens.data(), t.parents.data(), n, a, o);
+                    const int32_t leaf = int32_t(g() % uint64_t(n + 1)) - 1;  // -1: nothing accepted
+                    const std::vector<int32_t> path = leaf < 0 ? std::vector<int32_t>{} : t.path_to(leaf);
+                    gpu->commit_path(*spec, path.data(), int32_t(path.size()), deferred);
+                    std::vector<int32_t> toks;
+                    for (int32_t v : path) toks.push_back(t.tokens[size_t(v)]);
+                    if (!toks.empty()) decode(*gpu, *plain, toks);
+                    accepted += int(path.size());
+                }
+                INFO(std::string(s.name), ", deferred ", deferred, ", ", std::string(algo_name(a)), ", ", accepted, " tokens accepted");
+                // The next decoding step (the pending factors go into its recurrent kernels).
+                const int32_t next = int32_t(g() % uint64_t(vocab));
+                const auto la = decode(*gpu, *spec, {next});
+                const auto lb = decode(*gpu, *plain, {next});
+                const auto sa = all_states(*gpu, *spec), sb = all_states(*gpu, *plain);
+                const double el = max_rel(la, lb), es = max_rel(sa, sb);
+                MESSAGE(std::string(s.name) << ", " << std::string(deferred ? "deferred" : "immediate") << " commit, "
+                               << std::string(algo_name(a)) << ": "
+                               << accepted << " tokens; next logits rel err " << el << ", states rel err " << es);
+                if (a == TreeAlgorithm::Hybrid) {
+                    CHECK(bitwise(la, lb));
+                    CHECK(bitwise(sa, sb));
+                } else {
+                    CHECK(el <= kWyTol);
+                    CHECK(es <= kWyTol);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda verify: a deferred commit applied inside the next pass equals an immediate commit (bitwise)") {
+    CUDA_TEST_REQUIRE_GPU();
+    const uint64_t seed = fresh_seed("verify deferred");
+    std::mt19937_64 g(seed);
+    for (const Shape &s : shapes()) {
+        const ModelConfig c = make_config(s);
+        const ModelWeights w = random_weights(c, g(), WeightType::BF16);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+        const int32_t vocab = c.vocab_size;
+        const auto prompt = random_tokens(g, 6, vocab);
+        auto base = gpu->create_state(limits(96));
+        gpu->eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
+        // next pass: 0 verification (one root: fused into its chains), 1 verification with two
+        // roots (separate commit first), 2 decoding step, 3 recurrent block, 4 chunk-form block.
+        for (int next = 0; next < 5; ++next) {
+            for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+                auto A = gpu->create_state(limits(96)), B = gpu->create_state(limits(96));
+                gpu->copy_state(*base, *A);
+                gpu->copy_state(*base, *B);
+                const Tree t = random_tree(TreeShape::SessionLike, 12, vocab, g);
+                std::vector<int32_t> am(12);
+                VerifyOutputs o;
+                o.argmax = am.data();
+                gpu->verify_tree(*A, t.tokens.data(), t.parents.data(), 12, a, o);
+                gpu->verify_tree(*B, t.tokens.data(), t.parents.data(), 12, a, o);
+                const auto path = t.path_to(11);
+                gpu->commit_path(*A, path.data(), int32_t(path.size()), true);
+                gpu->commit_path(*B, path.data(), int32_t(path.size()), false);
+                std::vector<float> la, lb;
+                if (next <= 1) {
+                    const Tree u = random_tree(next == 0 ? TreeShape::SessionLike : TreeShape::Deep, 9, vocab, g);
+                    const Verified va = verify(*gpu, *A, u, a), vb = verify(*gpu, *B, u, a);
+                    la = va.logits, lb = vb.logits;
+                    CHECK(va.argmax == vb.argmax);
+                } else {
+                    const auto toks = random_tokens(g, next == 2 ? 1 : next == 3 ? 3 : 70, vocab);
+                    la.resize(toks.size() * size_t(vocab));
+                    lb.resize(toks.size() * size_t(vocab));
+                    gpu->eval_chain(*A, toks.data(), int32_t(toks.size()), LogitsRows::All, la.data());
+                    gpu->eval_chain(*B, toks.data(), int32_t(toks.size()), LogitsRows::All, lb.data());
+                }
+                const auto sa = all_states(*gpu, *A), sb = all_states(*gpu, *B);
+                INFO(std::string(s.name), ", next pass ", next, ", ", std::string(algo_name(a)));
+                if (!bitwise(la, lb) || !bitwise(sa, sb))
+                    MESSAGE("differs: logits rel err " << max_rel(la, lb) << ", states " << max_rel(sa, sb));
+                CHECK(bitwise(la, lb));
+                CHECK(bitwise(sa, sb));
+            }
+        }
+    }
+}
+
+TEST_CASE("cuda verify: session memory and the factor buffers") {
+    CUDA_TEST_REQUIRE_GPU();
+    const ModelConfig c = make_config(kShapes[0]);
+    const ModelWeights w = random_weights(c, 5, WeightType::BF16);
+    auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+    SessionLimits l;
+    l.max_tree_nodes = 16;
+    l.max_batch_tokens = 16;
+    auto st = gpu->create_state(l);
+    const SessionMemory m = gpu->session_memory(*st);
+    const size_t state = size_t(c.num_layers) * (size_t(c.recurrent_state_floats_per_layer()) +
+                                                 size_t(c.conv_cache_floats_per_layer())) * 4;
+    CHECK(m.state_bytes >= state);
+    CHECK(m.factor_bytes > 0);
+    CHECK(m.scratch_bytes > 0);
+    MESSAGE("state " << m.state_bytes << " B, factors for 17 nodes " << m.factor_bytes << " B, scratch "
+                     << m.scratch_bytes << " B");
+    // Verifying more nodes than the session allows is refused.
+    std::vector<int32_t> toks(18, 3), par(18);
+    for (int i = 0; i < 18; ++i) par[size_t(i)] = i - 1;
+    CHECK_THROWS(gpu->verify_tree(*st, toks.data(), par.data(), 18, TreeAlgorithm::Hybrid, VerifyOutputs()));
+    // Commit without a verification is refused.
+    const int32_t node = 0;
+    CHECK_THROWS(gpu->commit_path(*st, &node, 1, true));
+}
+
+#endif  // SPECLA_WITH_CUDA
