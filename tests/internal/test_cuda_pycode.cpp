@@ -1,9 +1,11 @@
 // Greedy decoding of gdn-pycode-22m on the GPU against the CPU engine, over every eval prompt.
 // The GPU holds bf16 weights (the checkpoint is BF16, so they are the same numbers) but rounds
 // activations of multi-token blocks to bf16, so logits differ slightly; a greedy token can only
-// be required to agree where the CPU's top-2 logit margin exceeds the uncertainty: we require
-// identical tokens up to the first step whose margin is below kMargin (absolute logit units),
-// and count how many steps were compared. The GPU tokens come from its own device-side argmax
+// be required to agree where the CPU's top-2 logit margin exceeds that uncertainty. Each prompt
+// is decoded for kSteps steps on both; a differing token is a failure when the CPU's margin at
+// that step is at least kMargin (absolute logit units; logits here reach about 22, and blocks
+// differ by up to ~1e-2 of that), and otherwise ends the comparison of that prompt (the two
+// trajectories may then legitimately part). The GPU tokens come from its own device-side argmax
 // (decode_and_sample), so the comparison also covers that path.
 #include <doctest/doctest.h>
 
@@ -65,8 +67,8 @@ TEST_CASE("cuda backend: greedy tokens equal the CPU engine on gdn-pycode-22m ev
             int32_t want;
             const float margin = top2_margin(logits.data(), vocab, want);
             const int32_t got = g.decode_and_sample(cur, SamplingConfig{}, 0.5);
-            if (margin < kMargin) break;  // too close to call: stop comparing this prompt
             if (got != want) {
+                if (margin < kMargin) break;  // too close to call: the trajectories may part here
                 ++mismatches;
                 MESSAGE("prompt ", &p - &prompts[0], " step ", steps, ": GPU ", got, " CPU ", want, " margin ", margin);
                 break;
@@ -79,7 +81,9 @@ TEST_CASE("cuda backend: greedy tokens equal the CPU engine on gdn-pycode-22m ev
     std::printf("[cuda pycode] %d steps compared over %zu prompts, %d prompts compared for all %d steps, %d mismatches\n",
                 compared_steps, prompts.size(), full_prompts, kSteps, mismatches);
     CHECK(mismatches == 0);
-    CHECK(compared_steps >= int(prompts.size()) * kSteps / 2);  // the margin rule must leave most steps compared
+    // Near-ties are rare (about 1% of steps have a margin below 0.2 on the CPU), so most prompts
+    // must be compared for all their steps.
+    CHECK(full_prompts >= int(prompts.size()) * 3 / 4);
 }
 #else
 TEST_CASE("cuda backend: pycode greedy vs CPU skipped") { MESSAGE("CUDA tests skipped: this build has no CUDA support"); }
