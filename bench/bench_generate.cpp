@@ -4,6 +4,7 @@
 //   acceptance, speedup over plain decoding of the same prompts in the same run).
 //
 //   bench_generate [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]
+//                  [--draft-nodes N[,N...]]   (draft budgets compared in the same run; default 4,8,16)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,6 +43,7 @@ int main(int argc, char **argv) {
     std::string model_dir = std::string(SPECLA_MODELS_DIR) + "/gdn-pycode-22m";
     std::string backend = "cpu";
     int threads = 0, n_prompts = 80, new_tokens = 64;
+    std::vector<int> budgets = {4, 8, 16};
     for (int i = 1; i < argc; ++i) {
         auto next = [&] { return i + 1 < argc ? argv[++i] : ""; };
         if (!std::strcmp(argv[i], "--model")) model_dir = next();
@@ -49,6 +51,13 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
         else if (!std::strcmp(argv[i], "--prompts")) n_prompts = std::atoi(next());
         else if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::atoi(next());
+        else if (!std::strcmp(argv[i], "--draft-nodes")) {
+            budgets.clear();
+            std::stringstream list(next());
+            std::string item;
+            while (std::getline(list, item, ','))
+                if (!item.empty()) budgets.push_back(std::atoi(item.c_str()));
+        }
         else {
             std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]\n", argv[0]);
             return 2;
@@ -108,45 +117,27 @@ int main(int argc, char **argv) {
     }
 
     // Speculative vs plain over the eval prompts: only generation time is compared (each
-    // prompt's prefill is excluded from both), in the same run.
-    specla_drafter *drafter = nullptr;
-    check(specla_drafter_create(model, specla_drafter_default_params(), &drafter), "drafter");
-    double plain_s = 0, spec_s = 0;
-    long long plain_tokens = 0, spec_tokens = 0, steps = 0, drafted = 0, accepted = 0, mismatches = 0;
+    // prompt's prefill is excluded from both), in the same run, for each draft budget.
     n_prompts = std::min<int>(n_prompts, int(ids.size()));
+    specla_generate_params gp = specla_generate_default_params();
+    gp.max_tokens = new_tokens;
+    std::vector<std::vector<int32_t>> plain_out(static_cast<size_t>(n_prompts));
+    double plain_s = 0;
+    long long plain_tokens = 0;
     for (int i = 0; i < n_prompts; ++i) {
         const std::vector<int32_t> &p = ids[size_t(i)];
-        specla_generate_params gp = specla_generate_default_params();
-        gp.max_tokens = new_tokens;
-        std::vector<int32_t> a(static_cast<size_t>(new_tokens)), b(static_cast<size_t>(new_tokens));
-        size_t na = 0, nb = 0;
-
+        std::vector<int32_t> a(static_cast<size_t>(new_tokens));
+        size_t na = 0;
         specla_session_reset(s);
         check(specla_session_eval(s, p.data(), p.size() - 1, SPECLA_LOGITS_NONE, nullptr, 0), "prefill");
-        auto t0 = Clock::now();
+        const auto t0 = Clock::now();
         check(specla_generate(s, p.data() + p.size() - 1, 1, gp, a.data(), a.size(), &na), "plain");
         plain_s += seconds_since(t0);
         plain_tokens += (long long)na;
-
-        specla_session_reset(s);
-        specla_drafter_free(drafter);
-        check(specla_drafter_create(model, specla_drafter_default_params(), &drafter), "drafter");
-        check(specla_session_eval(s, p.data(), p.size() - 1, SPECLA_LOGITS_NONE, nullptr, 0), "prefill");
-        specla_spec_params spp = specla_spec_default_params();
-        spp.generate = gp;
-        specla_spec_stats st{};
-        // The drafter matches n-grams against the session's whole context, prompt included.
-        t0 = Clock::now();
-        check(specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, spp, b.data(), b.size(), &nb, &st),
-              "speculative");
-        spec_s += seconds_since(t0);
-        spec_tokens += (long long)nb;
-        steps += st.steps, drafted += st.drafted, accepted += st.accepted;
-        if (na != nb || !std::equal(a.begin(), a.begin() + long(na), b.begin())) ++mismatches;
+        a.resize(na);
+        plain_out[size_t(i)] = a;
     }
-    specla_drafter_free(drafter);
-
-    const double plain_tps = double(plain_tokens) / plain_s, spec_tps = double(spec_tokens) / spec_s;
+    const double plain_tps = double(plain_tokens) / plain_s;
     std::printf("model %s, backend %s, threads %d, SpecLA %s\n", model_dir.c_str(), backend.c_str(), threads,
                 specla_version());
     std::printf("| measure | value |\n|---|---|\n");
@@ -155,13 +146,42 @@ int main(int argc, char **argv) {
     std::printf("| prefill, 512 tokens (median of 3) | %.1f tokens/s |\n", median(prefill_tps));
     std::printf("| eval prompts | %d prompts x %d new tokens, greedy |\n", n_prompts, new_tokens);
     std::printf("| plain decoding over the prompts | %.1f tokens/s |\n", plain_tps);
-    std::printf("| speculative (prompt lookup) over the prompts | %.1f tokens/s |\n", spec_tps);
-    std::printf("| speedup speculative / plain | %.2fx |\n", spec_tps / plain_tps);
-    std::printf("| tokens per verification pass (incl. bonus) | %.2f |\n", double(spec_tokens) / double(steps));
-    std::printf("| acceptance rate (accepted / drafted) | %.3f (%lld / %lld) |\n",
-                drafted ? double(accepted) / double(drafted) : 0.0, accepted, drafted);
-    std::printf("| outputs differing from plain greedy | %lld |\n", mismatches);
+    long long total_mismatches = 0;
+    for (int budget : budgets) {
+        double spec_s = 0;
+        long long spec_tokens = 0, steps = 0, drafted = 0, accepted = 0, mismatches = 0;
+        for (int i = 0; i < n_prompts; ++i) {
+            const std::vector<int32_t> &p = ids[size_t(i)];
+            std::vector<int32_t> b(static_cast<size_t>(new_tokens));
+            size_t nb = 0;
+            specla_drafter *drafter = nullptr;
+            check(specla_drafter_create(model, specla_drafter_default_params(), &drafter), "drafter");
+            specla_session_reset(s);
+            check(specla_session_eval(s, p.data(), p.size() - 1, SPECLA_LOGITS_NONE, nullptr, 0), "prefill");
+            specla_spec_params spp = specla_spec_default_params();
+            spp.generate = gp;
+            spp.max_draft_nodes = budget;
+            specla_spec_stats st{};
+            // The drafter matches n-grams against the session's whole context, prompt included.
+            const auto t0 = Clock::now();
+            check(specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, spp, b.data(), b.size(), &nb,
+                                              &st),
+                  "speculative");
+            spec_s += seconds_since(t0);
+            specla_drafter_free(drafter);
+            spec_tokens += (long long)nb;
+            steps += st.steps, drafted += st.drafted, accepted += st.accepted;
+            b.resize(nb);
+            if (b != plain_out[size_t(i)]) ++mismatches;
+        }
+        const double spec_tps = double(spec_tokens) / spec_s;
+        std::printf("| speculative, prompt lookup, <= %d draft nodes | %.1f tokens/s, %.2fx plain, %.2f tokens per "
+                    "pass, acceptance %.3f (%lld / %lld), %lld outputs differ from plain |\n",
+                    budget, spec_tps, spec_tps / plain_tps, double(spec_tokens) / double(steps),
+                    drafted ? double(accepted) / double(drafted) : 0.0, accepted, drafted, mismatches);
+        total_mismatches += mismatches;
+    }
     specla_session_free(s);
     specla_model_free(model);
-    return mismatches ? 1 : 0;
+    return total_mismatches ? 1 : 0;
 }

@@ -113,7 +113,7 @@ SPECLA_API void specla_drafter_free(specla_drafter *drafter) { delete drafter; }
 SPECLA_API specla_spec_params specla_spec_default_params(void) {
     specla_spec_params p{};
     p.generate = specla_generate_default_params();
-    p.max_draft_nodes = 16;
+    p.max_draft_nodes = 4;
     p.max_draft_depth = 8;
     p.tree_algorithm = SPECLA_TREE_AUTO;
     p.deferred_commit = true;

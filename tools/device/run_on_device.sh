@@ -106,7 +106,7 @@ if has specbench; then
         echo "rc=$?"
         timeout 40 "$build/bench/bench_verify" --shape pycode --backend cuda --reps 15
         echo "rc=$?"
-        timeout 60 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m"
+        timeout 120 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" --draft-nodes 2,4,8,16
         echo "rc=$?"
     } >"$OUT/specbench.log" 2>&1
     note "== speculative benchmarks: after $(elapsed) s"
