@@ -1,0 +1,108 @@
+// Text in, text out on gdn-pycode-22m: streamed pieces concatenate to the returned text and to the
+// detokenized ids; stop strings end generation right after the token that completes them;
+// speculative text generation streams exactly the same text as plain generation.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "specla/specla.h"
+#include "support/api_helpers.h"
+#include "support/fixture.h"
+
+namespace {
+
+struct Collected {
+    std::vector<int32_t> tokens;
+    std::string text;
+};
+
+bool collect(int32_t token, const char *piece, void *user) {
+    auto *c = static_cast<Collected *>(user);
+    if (token >= 0) c->tokens.push_back(token);
+    c->text += piece;
+    return true;
+}
+
+std::string detokenize(specla_model *m, const std::vector<int32_t> &ids) {
+    const specla_tokenizer *tok = nullptr;
+    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
+    size_t n = 0;
+    specla_detokenize(tok, ids.data(), ids.size(), false, nullptr, 0, &n);
+    std::string out(n + 1, '\0');
+    REQUIRE(specla_detokenize(tok, ids.data(), ids.size(), false, out.data(), out.size(), &n) == SPECLA_OK);
+    out.resize(n);
+    return out;
+}
+
+const char *kPrompt = "import os\n\n\ndef read_lines(path):\n    \"\"\"Return the lines of a text file.\"\"\"\n";
+
+}  // namespace
+
+TEST_CASE("text generation streams the detokenized output and honours stop strings") {
+    test::ModelHandle model(test::models_dir() + "/gdn-pycode-22m");
+    specla_generate_params gp = specla_generate_default_params();
+    gp.max_tokens = 48;
+    gp.stop_at_eos = false;
+
+    Collected plain;
+    gp.on_token = collect;
+    gp.user_data = &plain;
+    char *text = nullptr;
+    size_t n = 0;
+    {
+        test::SessionHandle s(model.m);
+        REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
+    }
+    REQUIRE(text != nullptr);
+    const std::string returned = text;
+    specla_string_free(text);
+    CHECK(n == 48);
+    CHECK(plain.tokens.size() == 48);
+    CHECK(returned == plain.text);
+    CHECK(returned == detokenize(model.m, plain.tokens));
+    CHECK(!returned.empty());
+
+    SUBCASE("a stop string ends generation after the token that completes it") {
+        // Pick a stop string from the middle of the known output.
+        const size_t cut = returned.size() / 2;
+        const std::string stop = returned.substr(cut, std::min<size_t>(4, returned.size() - cut));
+        REQUIRE(!stop.empty());
+        const size_t first = returned.find(stop);
+        Collected stopped;
+        gp.user_data = &stopped;
+        const char *stops[] = {stop.c_str()};
+        gp.stop_strings = stops;
+        gp.n_stop_strings = 1;
+        test::SessionHandle s(model.m);
+        REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
+        const std::string got = text;
+        specla_string_free(text);
+        // The text contains the stop string, ends within the token that completed it, and is a
+        // prefix of the unstopped output.
+        CHECK(got.find(stop) == first);
+        CHECK(returned.compare(0, got.size(), got) == 0);
+        CHECK(n < 48);
+        CHECK(detokenize(model.m, std::vector<int32_t>(stopped.tokens.begin(), stopped.tokens.end() - 1)).find(stop) ==
+              std::string::npos);
+    }
+
+    SUBCASE("speculative text generation streams the same text") {
+        Collected spec;
+        gp.user_data = &spec;
+        specla_spec_params sp = specla_spec_default_params();
+        sp.generate = gp;
+        specla_drafter *d = nullptr;
+        REQUIRE(specla_drafter_create(model.m, specla_drafter_default_params(), &d) == SPECLA_OK);
+        test::SessionHandle s(model.m);
+        specla_spec_stats stats{};
+        REQUIRE(specla_generate_speculative_text(s.s, d, kPrompt, sp, &text, &n, &stats) == SPECLA_OK);
+        const std::string got = text;
+        specla_string_free(text);
+        specla_drafter_free(d);
+        CHECK(got == returned);
+        CHECK(spec.text == returned);
+        CHECK(spec.tokens == plain.tokens);
+        CHECK(stats.generated == 48);
+    }
+}
