@@ -14,13 +14,6 @@
 
 namespace {
 
-struct DrafterHandle {
-    specla_drafter *d = nullptr;
-    explicit DrafterHandle(specla_model *m, specla_drafter_params p = specla_drafter_default_params()) {
-        REQUIRE(specla_drafter_create(m, p, &d) == SPECLA_OK);
-    }
-    ~DrafterHandle() { specla_drafter_free(d); }
-};
 
 std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt,
                                  specla_spec_params p, specla_spec_stats *stats) {
@@ -34,15 +27,6 @@ std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std
     return out;
 }
 
-std::vector<int32_t> tokenize(specla_model *m, const std::string &text) {
-    const specla_tokenizer *tok = nullptr;
-    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
-    size_t n = 0;
-    specla_tokenize(tok, text.data(), text.size(), false, true, nullptr, 0, &n);
-    std::vector<int32_t> ids(n);
-    REQUIRE(specla_tokenize(tok, text.data(), text.size(), false, true, ids.data(), ids.size(), &n) == SPECLA_OK);
-    return ids;
-}
 
 }  // namespace
 
@@ -55,7 +39,7 @@ TEST_CASE("greedy speculative generation reproduces the fixtures' greedy tokens"
         for (bool deferred : {true, false}) {
             for (specla_tree_algorithm algo : {SPECLA_TREE_HYBRID, SPECLA_TREE_PARALLEL_WY}) {
                 test::SessionHandle s(model.m);
-                DrafterHandle d(model.m);
+                test::DrafterHandle d(model.m);
                 specla_spec_params p = specla_spec_default_params();
                 p.generate.max_tokens = int32_t(greedy.size());
                 p.generate.stop_at_eos = false;
@@ -79,7 +63,7 @@ TEST_CASE("greedy speculative generation equals plain greedy on every gdn-pycode
     specla_spec_stats total{};
     size_t n_prompts = 0, mismatches = 0;
     for (const auto &text : prompts) {
-        const auto ids = tokenize(model.m, text.get<std::string>());
+        const auto ids = test::tokenize(model.m, text.get<std::string>());
         specla_generate_params gp = specla_generate_default_params();
         gp.max_tokens = 48;
         test::SessionHandle plain(model.m);
@@ -88,7 +72,7 @@ TEST_CASE("greedy speculative generation equals plain greedy on every gdn-pycode
         // across runs while the suite stays quick.
         const bool deferred = n_prompts % 2 == 0;
         test::SessionHandle s(model.m);
-        DrafterHandle d(model.m);
+        test::DrafterHandle d(model.m);
         specla_spec_params p = specla_spec_default_params();
         p.generate = gp;
         p.deferred_commit = deferred;
@@ -195,7 +179,7 @@ TEST_CASE("speculative API argument errors") {
     bad.min_ngram = 5, bad.max_ngram = 2;
     CHECK(specla_drafter_create(model.m, bad, &d) == SPECLA_ERR_INVALID_ARGUMENT);
     CHECK(d == nullptr);
-    DrafterHandle wrong_model(other.m);
+    test::DrafterHandle wrong_model(other.m);
     const int32_t prompt[] = {1, 2, 3};
     int32_t out[8];
     size_t n = 0;
@@ -204,7 +188,7 @@ TEST_CASE("speculative API argument errors") {
     CHECK(specla_generate_speculative(s.s, wrong_model.d, prompt, 3, p, out, 8, &n, nullptr) ==
           SPECLA_ERR_INVALID_ARGUMENT);
     CHECK(specla_generate_speculative(s.s, nullptr, prompt, 3, p, out, 8, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
-    DrafterHandle good(model.m);
+    test::DrafterHandle good(model.m);
     CHECK(specla_generate_speculative(s.s, good.d, prompt, 3, p, out, 4, &n, nullptr) == SPECLA_ERR_CAPACITY);
     specla_drafter_free(nullptr);
 }

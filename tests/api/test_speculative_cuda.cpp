@@ -59,15 +59,6 @@ std::vector<int32_t> speculative(specla_model *m, const std::vector<int32_t> &pr
     return out;
 }
 
-std::vector<int32_t> tokenize(specla_model *m, const std::string &text) {
-    const specla_tokenizer *tok = nullptr;
-    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
-    size_t n = 0;
-    specla_tokenize(tok, text.data(), text.size(), false, true, nullptr, 0, &n);
-    std::vector<int32_t> ids(n);
-    REQUIRE(specla_tokenize(tok, text.data(), text.size(), false, true, ids.data(), ids.size(), &n) == SPECLA_OK);
-    return ids;
-}
 
 }  // namespace
 
@@ -109,7 +100,7 @@ TEST_CASE("cuda: greedy speculative generation equals plain greedy on every gdn-
     size_t n_prompts = 0, mismatches = 0;
     specla_spec_stats total[2] = {};
     for (const auto &text : prompts) {
-        const auto ids = tokenize(model.m, text.get<std::string>());
+        const auto ids = test::tokenize(model.m, text.get<std::string>());
         specla_generate_params gp = specla_generate_default_params();
         gp.max_tokens = 48;
         test::SessionHandle plain(model.m);

@@ -41,21 +41,7 @@ constexpr double kDecodeTol = 2e-3;
 constexpr double kBlockTol = 4e-2;
 constexpr double kFixtureTol = 5e-2;
 
-struct Shape {
-    const char *name;
-    int D, L, H, HV, K, V, I, vocab;
-    bool gate = true, conv = true, neg = false, tied = false;
-    float eps = 1e-6f;
-};
 
-ModelConfig make_config(const Shape &s) {
-    ModelConfig c;
-    c.vocab_size = s.vocab, c.hidden_size = s.D, c.num_layers = s.L, c.num_heads = s.H, c.num_v_heads = s.HV;
-    c.head_k_dim = s.K, c.head_v_dim = s.V, c.conv_size = 4, c.intermediate_size = s.I, c.norm_eps = s.eps;
-    c.use_gate = s.gate, c.use_short_conv = s.conv, c.allow_neg_eigval = s.neg, c.tie_word_embeddings = s.tied;
-    c.bos_token_id = 1, c.eos_token_id = 2;
-    return c;
-}
 
 const Shape kShapes[] = {
     {"tiny-a-like", 128, 2, 2, 2, 32, 64, 384, 512},
@@ -65,22 +51,7 @@ const Shape kShapes[] = {
     {"odd sizes (generic kernels)", 100, 2, 2, 2, 20, 20, 200, 77},
 };
 
-void to_bf16(Matrix &m) {
-    if (m.empty() || m.type == WeightType::BF16) return;
-    HostVec<uint16_t> b(m.f32.size());
-    for (size_t i = 0; i < b.size(); ++i) b[i] = f32_to_bf16(m.f32[i]);
-    m.bf16 = std::move(b);
-    m.f32.clear();
-    m.type = WeightType::BF16;
-}
 
-// The weights the GPU actually holds, for the CPU reference: every matrix rounded to bf16.
-ModelWeights bf16_rounded(ModelWeights w) {
-    to_bf16(w.embeddings);
-    to_bf16(w.lm_head);
-    for (auto &L : w.layers) to_bf16(L.in_proj), to_bf16(L.o_proj), to_bf16(L.gate_up), to_bf16(L.down);
-    return w;
-}
 
 std::vector<int32_t> random_tokens(std::mt19937_64 &g, int n, int vocab) {
     std::vector<int32_t> t(static_cast<size_t>(n));

@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+#include "model/config.h"
+#include "model/safetensors.h"
+#include "model/weights.h"
+
 #ifdef SPECLA_WITH_CUDA
 #include <cuda_runtime_api.h>
 
@@ -105,6 +109,42 @@ inline double max_rel(const float *a, const float *b, size_t n) {
 inline double max_rel(const std::vector<float> &a, const std::vector<float> &b) {
     REQUIRE(a.size() == b.size());
     return max_rel(a.data(), b.data(), a.size());
+}
+
+
+// Random model shapes of the CUDA tests, and the weights the GPU holds as the CPU reference sees
+// them.
+struct Shape {
+    const char *name;
+    int D, L, H, HV, K, V, I, vocab;
+    bool gate = true, conv = true, neg = false, tied = false;
+    float eps = 1e-6f;
+};
+
+inline specla::ModelConfig make_config(const Shape &s) {
+    specla::ModelConfig c;
+    c.vocab_size = s.vocab, c.hidden_size = s.D, c.num_layers = s.L, c.num_heads = s.H, c.num_v_heads = s.HV;
+    c.head_k_dim = s.K, c.head_v_dim = s.V, c.conv_size = 4, c.intermediate_size = s.I, c.norm_eps = s.eps;
+    c.use_gate = s.gate, c.use_short_conv = s.conv, c.allow_neg_eigval = s.neg, c.tie_word_embeddings = s.tied;
+    c.bos_token_id = 1, c.eos_token_id = 2;
+    return c;
+}
+
+inline void to_bf16(specla::Matrix &m) {
+    if (m.empty() || m.type == specla::WeightType::BF16) return;
+    specla::HostVec<uint16_t> b(m.f32.size());
+    for (size_t i = 0; i < b.size(); ++i) b[i] = specla::f32_to_bf16(m.f32[i]);
+    m.bf16 = std::move(b);
+    m.f32.clear();
+    m.type = specla::WeightType::BF16;
+}
+
+// The weights the GPU actually holds, for the CPU reference: every matrix rounded to bf16.
+inline specla::ModelWeights bf16_rounded(specla::ModelWeights w) {
+    to_bf16(w.embeddings);
+    to_bf16(w.lm_head);
+    for (auto &L : w.layers) to_bf16(L.in_proj), to_bf16(L.o_proj), to_bf16(L.gate_up), to_bf16(L.down);
+    return w;
 }
 
 }  // namespace cudatest

@@ -45,12 +45,6 @@ namespace {
 constexpr double kWyTol = 1e-3;
 constexpr double kCpuTol = 2e-3;
 
-struct Shape {
-    const char *name;
-    int D, L, H, HV, K, V, I, vocab;
-    bool gate = true, conv = true, neg = false, tied = false;
-    float eps = 1e-6f;
-};
 
 const Shape kShapes[] = {
     {"tiny-a-like", 128, 2, 2, 2, 32, 64, 384, 512},
@@ -76,14 +70,6 @@ std::vector<Shape> shapes() {
 
 int32_t max_nodes() { return quick() ? 8 : 18; }
 
-ModelConfig make_config(const Shape &s) {
-    ModelConfig c;
-    c.vocab_size = s.vocab, c.hidden_size = s.D, c.num_layers = s.L, c.num_heads = s.H, c.num_v_heads = s.HV;
-    c.head_k_dim = s.K, c.head_v_dim = s.V, c.conv_size = 4, c.intermediate_size = s.I, c.norm_eps = s.eps;
-    c.use_gate = s.gate, c.use_short_conv = s.conv, c.allow_neg_eigval = s.neg, c.tie_word_embeddings = s.tied;
-    c.bos_token_id = 1, c.eos_token_id = 2;
-    return c;
-}
 
 SessionLimits limits(int tokens = 32) {
     SessionLimits l;

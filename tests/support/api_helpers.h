@@ -65,4 +65,25 @@ struct SessionHandle {
     }
 };
 
+struct DrafterHandle {
+    specla_drafter *d = nullptr;
+    explicit DrafterHandle(specla_model *m, specla_drafter_params p = specla_drafter_default_params()) {
+        REQUIRE(specla_drafter_create(m, p, &d) == SPECLA_OK);
+    }
+    ~DrafterHandle() { specla_drafter_free(d); }
+    DrafterHandle(const DrafterHandle &) = delete;
+    DrafterHandle &operator=(const DrafterHandle &) = delete;
+};
+
+// Text to ids with the model's tokenizer (no BOS, special tokens parsed).
+inline std::vector<int32_t> tokenize(specla_model *m, const std::string &text) {
+    const specla_tokenizer *tok = nullptr;
+    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
+    size_t n = 0;
+    specla_tokenize(tok, text.data(), text.size(), false, true, nullptr, 0, &n);
+    std::vector<int32_t> ids(n);
+    REQUIRE(specla_tokenize(tok, text.data(), text.size(), false, true, ids.data(), ids.size(), &n) == SPECLA_OK);
+    return ids;
+}
+
 }  // namespace test
