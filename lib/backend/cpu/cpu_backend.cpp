@@ -47,6 +47,7 @@ std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &lim
     st->ffn.resize(rows * size_t(2 * c.intermediate_size));
     st->beta.resize(rows * size_t(c.num_v_heads));
     st->glog.resize(rows * size_t(c.num_v_heads));
+    st->step_logits.resize(size_t(c.vocab_size));
     CpuFactorSet &f = st->factors;
     f.k.resize(L * F * size_t(c.key_dim()));
     f.u.resize(L * F * size_t(c.value_dim()));
@@ -265,6 +266,14 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
     forward(st, pass, rows, logits);
 }
 
+int32_t CpuBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
+                                      float *logits) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    float *row = logits ? logits : st.step_logits.data();
+    eval_chain(st, &token, 1, LogitsRows::Last, row);
+    return sample_token(row, config_.vocab_size, sampling, u);
+}
+
 void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
                              TreeAlgorithm algorithm, const VerifyOutputs &out) {
     auto &st = static_cast<CpuSequenceState &>(state);
@@ -361,7 +370,8 @@ SessionMemory CpuBackend::session_memory(const SequenceState &state) const {
     m.state_bytes = bytes(st.recurrent) + bytes(st.conv);
     m.factor_bytes = bytes(st.factors.k) + bytes(st.factors.u) + bytes(st.factors.g) + bytes(st.factors.pre);
     m.scratch_bytes = bytes(st.h) + bytes(st.x) + bytes(st.proj) + bytes(st.mixed) + bytes(st.o) + bytes(st.y) +
-                      bytes(st.ffn) + bytes(st.beta) + bytes(st.glog) + bytes(st.tree_scratch) + bytes(st.verify_logits);
+                      bytes(st.ffn) + bytes(st.beta) + bytes(st.glog) + bytes(st.tree_scratch) + bytes(st.verify_logits) +
+                      bytes(st.step_logits);
     return m;
 }
 

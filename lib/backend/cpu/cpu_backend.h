@@ -32,6 +32,7 @@ struct CpuSequenceState : SequenceState {
     // Activation scratch, `capacity` rows each.
     HostVec<float> h, x, proj, mixed, o, y, ffn;
     HostVec<float> verify_logits;  // verification logits when the caller wants only argmax
+    HostVec<float> step_logits;    // one decoding step's logits (vocab floats)
     HostVec<float> beta, glog;  // [rows][HV]
 
     // One factor set: a verification first applies the deferred path (read from these rows) and
@@ -53,6 +54,8 @@ public:
     void reset_state(SequenceState &state) override;
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
                     float *logits) override;
+    int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
+                              float *logits) override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
                      TreeAlgorithm algorithm, const VerifyOutputs &out) override;
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
