@@ -17,6 +17,7 @@
 //   * a deferred commit applied inside the next pass (verification, decoding step, recurrent block,
 //     chunk-form block) vs an immediate commit followed by the same pass: bitwise.
 // SPECLA_CUDA_VERIFY_QUICK=1 (used under compute-sanitizer) keeps three shapes and smaller trees.
+#include "support/random_trees.h"
 #include "test_cuda_common.h"
 
 #ifndef SPECLA_WITH_CUDA
@@ -78,48 +79,10 @@ SessionLimits limits(int tokens = 32) {
     return l;
 }
 
-enum class TreeShape { Chain, Star, Deep, Bushy, Single, SessionLike, Random };
-const char *tree_name(TreeShape s) {
-    switch (s) {
-        case TreeShape::Chain: return "chain";
-        case TreeShape::Star: return "star";
-        case TreeShape::Deep: return "deep";
-        case TreeShape::Bushy: return "bushy";
-        case TreeShape::Single: return "single";
-        case TreeShape::SessionLike: return "one root";
-        case TreeShape::Random: return "random";
-    }
-    return "?";
-}
-
-struct Tree {
-    std::vector<int32_t> tokens, parents;
-    int32_t size() const { return int32_t(tokens.size()); }
-    std::vector<int32_t> path_to(int32_t v) const {
-        std::vector<int32_t> p;
-        for (; v >= 0; v = parents[size_t(v)]) p.push_back(v);
-        return {p.rbegin(), p.rend()};
-    }
-};
-
-Tree random_tree(TreeShape shape, int32_t n, int32_t vocab, std::mt19937_64 &g) {
-    Tree t;
-    for (int32_t i = 0; i < n; ++i) {
-        int32_t p = -1;
-        switch (shape) {
-            case TreeShape::Chain: p = i - 1; break;
-            case TreeShape::Star: p = i == 0 ? -1 : 0; break;
-            case TreeShape::Deep: p = i < 2 ? -1 : i - 2; break;
-            case TreeShape::Bushy: p = i < 2 ? -1 : (i - 2) / 2; break;
-            case TreeShape::Single: p = -1; break;
-            case TreeShape::SessionLike: p = i == 0 ? -1 : int32_t(g() % uint64_t(i)); break;
-            case TreeShape::Random: p = int32_t(g() % uint64_t(i + 1)) - 1; break;
-        }
-        t.tokens.push_back(int32_t(g() % uint64_t(vocab)));
-        t.parents.push_back(p);
-    }
-    return t;
-}
+using test::TreeShape;
+using Tree = test::RandomTree;
+using test::random_tree;
+inline const char *tree_name(TreeShape s) { return test::tree_shape_name(s); }
 
 std::vector<int32_t> random_tokens(std::mt19937_64 &g, int n, int vocab) {
     std::vector<int32_t> t(static_cast<size_t>(n));

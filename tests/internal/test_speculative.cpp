@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "session/session.h"
 #include "spec/draft_tree.h"
+#include "support/random_trees.h"
 
 using namespace specla;
 
@@ -64,23 +65,13 @@ std::shared_ptr<Model> random_model(int variant, uint64_t seed) {
     return Model::from_weights(c, random_weights(c, seed, variant % 2 ? WeightType::BF16 : WeightType::F32), o);
 }
 
-enum class Shape { Chain, Star, Deep, Bushy, Single, Random };
+using Shape = test::TreeShape;
 
-DraftTree random_tree(Shape shape, int32_t n, int32_t vocab, std::mt19937_64 &rng) {
+DraftTree random_draft(Shape shape, int32_t n, int32_t vocab, std::mt19937_64 &rng) {
+    const test::RandomTree r = test::random_tree(shape, n, vocab, rng);
     DraftTree t;
-    std::uniform_int_distribution<int32_t> tok(0, vocab - 1);
-    for (int32_t i = 0; i < n; ++i) {
-        int32_t parent = -1;
-        switch (shape) {
-            case Shape::Chain: parent = i - 1; break;
-            case Shape::Star: parent = i == 0 ? -1 : 0; break;
-            case Shape::Deep: parent = i < 2 ? -1 : i - 2; break;  // two long chains
-            case Shape::Bushy: parent = i < 2 ? -1 : (i - 2) / 2; break;  // binary tree, two roots
-            case Shape::Single: parent = -1; break;
-            case Shape::Random: parent = int32_t(rng() % uint64_t(i + 1)) - 1; break;
-        }
-        t.add(tok(rng), parent);
-    }
+    t.tokens = r.tokens;
+    t.parents = r.parents;
     return t;
 }
 
@@ -120,7 +111,7 @@ TEST_CASE("tree verification: every node's logits equal evaluating its root path
                 const int32_t n = shape == Shape::Single ? 1 : int32_t(3 + rng() % 14);
                 std::vector<int32_t> prompt(size_t(5 + rng() % 9));
                 for (auto &t : prompt) t = int32_t(rng() % uint64_t(vocab));
-                const DraftTree tree = random_tree(shape, n, vocab, rng);
+                const DraftTree tree = random_draft(shape, n, vocab, rng);
 
                 SessionLimits lim;
                 lim.max_tree_nodes = 32;
@@ -175,7 +166,7 @@ TEST_CASE("factor commit equals plain decoding of the accepted tokens, deferred 
                 // Several rounds: each verifies a tree, accepts a random root-to-node path.
                 for (int round = 0; round < 4; ++round) {
                     const int32_t n = int32_t(2 + rng() % 12);
-                    const DraftTree tree = random_tree(shape, n, vocab, rng);
+                    const DraftTree tree = random_draft(shape, n, vocab, rng);
                     std::vector<float> root(static_cast<size_t>(vocab)), nodes(size_t(n) * size_t(vocab));
                     Session::VerifyBuffers vb;
                     vb.root_logits = root.data(), vb.node_logits = nodes.data();
@@ -217,7 +208,7 @@ TEST_CASE("deferred factors are applied inside the next pass, before it reads th
     spec.eval(prompt.data(), prompt.size(), LogitsRows::Last, l.data());
     plain.eval(prompt.data(), prompt.size(), LogitsRows::Last, l.data());
     std::mt19937_64 rng(7);
-    DraftTree chain = random_tree(Shape::Chain, 6, vocab, rng);
+    DraftTree chain = random_draft(Shape::Chain, 6, vocab, rng);
     std::vector<float> root(static_cast<size_t>(vocab)), nodes(6 * size_t(vocab));
     Session::VerifyBuffers vb;
     vb.root_logits = root.data(), vb.node_logits = nodes.data();
@@ -226,7 +217,7 @@ TEST_CASE("deferred factors are applied inside the next pass, before it reads th
     for (int i = 0; i < 3; ++i) plain.eval(&chain.tokens[size_t(i)], 1, LogitsRows::Last, l.data());
     plain.set_pending(5);
     // A second verification fuses the pending commit into its pass.
-    DraftTree next = random_tree(Shape::Bushy, 7, vocab, rng);
+    DraftTree next = random_draft(Shape::Bushy, 7, vocab, rng);
     std::vector<float> r1(static_cast<size_t>(vocab)), n1(7 * size_t(vocab)), r2(static_cast<size_t>(vocab)), n2(7 * size_t(vocab));
     Session::VerifyBuffers b1, b2;
     b1.root_logits = r1.data(), b1.node_logits = n1.data();
