@@ -16,8 +16,8 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 echo "== configure $BUILD"
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPECLA_SANITIZE=ON -DSPECLA_CUDA=OFF \
-    -DSPECLA_BUILD_BENCH=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_SAMPLES=ON >"$BUILD.configure.log" 2>&1 \
-    || { cat "$BUILD.configure.log"; exit 1; }
+    -DSPECLA_BUILD_BENCH=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_SAMPLES=ON >"${TMPDIR:-/tmp}/specla-asan-configure.log" 2>&1 \
+    || { cat "${TMPDIR:-/tmp}/specla-asan-configure.log"; exit 1; }
 echo "== build"
 cmake --build "$BUILD" -j"$JOBS" --target specla_api_tests specla_internal_tests specla_cli
 
