@@ -39,6 +39,16 @@ std::vector<int32_t> encode_text_prompt(const specla_session *session, const cha
     return ids;
 }
 
+void check_generate_args(const specla_session *session, const int32_t *prompt, size_t n_prompt,
+                         const int32_t *out_tokens, size_t out_capacity, int32_t max_tokens) {
+    require_arg(session, "session");
+    require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
+    require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+            "out_tokens must not be NULL when out_capacity > 0");
+    require(out_capacity >= size_t(std::max(max_tokens, 0)), SPECLA_ERR_CAPACITY, "out_tokens holds ", out_capacity,
+            " ids but max_tokens is ", max_tokens);
+}
+
 char *library_string(const std::string &text) {
     char *buf = static_cast<char *>(std::malloc(text.size() + 1));
     if (!buf) throw std::bad_alloc();
@@ -95,12 +105,7 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
                                          size_t *n_out) {
     if (n_out) *n_out = 0;
     return guarded([&] {
-        require_arg(session, "session");
-        require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
-        require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
-                "out_tokens must not be NULL when out_capacity > 0");
-        require(out_capacity >= size_t(std::max(params.max_tokens, 0)), SPECLA_ERR_CAPACITY, "out_tokens holds ",
-                out_capacity, " ids but max_tokens is ", params.max_tokens);
+        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.max_tokens);
         TextStream stream(tokenizer_of(session->model), params.on_token, params.user_data, params.stop_strings,
                           params.n_stop_strings);
         auto out = run_generate(session, prompt, n_prompt, params, stream);

@@ -126,12 +126,7 @@ SPECLA_API specla_status specla_generate_speculative(specla_session *session, sp
                                                      specla_spec_stats *stats) {
     if (n_out) *n_out = 0;
     return guarded([&] {
-        require_arg(session, "session");
-        require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
-        require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
-                "out_tokens must not be NULL when out_capacity > 0");
-        require(out_capacity >= size_t(std::max(params.generate.max_tokens, 0)), SPECLA_ERR_CAPACITY,
-                "out_tokens holds ", out_capacity, " ids but max_tokens is ", params.generate.max_tokens);
+        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.generate.max_tokens);
         TextStream stream(tokenizer_of(session->model), params.generate.on_token, params.generate.user_data,
                           params.generate.stop_strings, params.generate.n_stop_strings);
         auto out = run_speculative(session, drafter, prompt, n_prompt, params, stream, stats);

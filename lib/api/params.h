@@ -24,6 +24,11 @@ const Tokenizer *tokenizer_of(const specla_model *model);
 // on an empty session. `tok` receives the tokenizer.
 std::vector<int32_t> encode_text_prompt(const specla_session *session, const char *prompt, const Tokenizer *&tok);
 
+// The argument checks shared by the id-based generation calls: session, prompt and output buffer
+// (which must hold max_tokens ids).
+void check_generate_args(const specla_session *session, const int32_t *prompt, size_t n_prompt,
+                         const int32_t *out_tokens, size_t out_capacity, int32_t max_tokens);
+
 // A copy of `text` the caller releases with specla_string_free().
 char *library_string(const std::string &text);
 
