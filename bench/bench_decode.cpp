@@ -314,23 +314,25 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
     ck(cudaEventCreate(&e0), "event");
     ck(cudaEventCreate(&e1), "event");
     const int L = c.num_layers;
+    // Milliseconds per call of `call(l)` over the L layers' weights (rotating, so the weights are not
+    // served from L2), CUDA events around each sweep, median of `repeats` sweeps after a warm-up.
+    auto time_calls = [&](const std::function<void(int)> &call) {
+        for (int l = 0; l < L; ++l) call(l);
+        std::vector<double> t;
+        for (int r = 0; r < repeats; ++r) {
+            ck(cudaEventRecord(e0, st), "record");
+            for (int l = 0; l < L; ++l) call(l);
+            ck(cudaEventRecord(e1, st), "record");
+            ck(cudaEventSynchronize(e1), "sync");
+            float ms = 0;
+            ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
+            t.push_back(ms / L);
+        }
+        return median(t);
+    };
     std::printf("\n== GEMV, one token (bf16 weights, fp32 accumulate), per call, median of %d x %d calls\n", repeats, L);
     for (const Shape &s : shapes) {
         const double bytes = double(s.rows * s.cols) * 2;
-        auto time_calls = [&](const std::function<void(int)> &call) {
-            for (int l = 0; l < L; ++l) call(l);  // warm-up
-            std::vector<double> t;
-            for (int r = 0; r < repeats; ++r) {
-                ck(cudaEventRecord(e0, st), "record");
-                for (int l = 0; l < L; ++l) call(l);
-                ck(cudaEventRecord(e1, st), "record");
-                ck(cudaEventSynchronize(e1), "sync");
-                float ms = 0;
-                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-                t.push_back(ms / L);
-            }
-            return median(t);
-        };
         const float one = 1.f, zero = 0.f;
         const double t_cublas = time_calls([&](int l) {
             ckb(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(s.rows), 1, int(s.cols), &one, s.w(l), CUDA_R_16BF,
@@ -393,18 +395,7 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
                 rp.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
                 ck(kern::launch_gdn_recurrent(rp, c2), "launch_gdn_recurrent");
             };
-            for (int l = 0; l < L; ++l) call(l);
-            std::vector<double> t;
-            for (int r = 0; r < repeats; ++r) {
-                ck(cudaEventRecord(e0, st), "record");
-                for (int l = 0; l < L; ++l) call(l);
-                ck(cudaEventRecord(e1, st), "record");
-                ck(cudaEventSynchronize(e1), "sync");
-                float ms = 0;
-                ck(cudaEventElapsedTime(&ms, e0, e1), "elapsed");
-                t.push_back(ms / L);
-            }
-            return median(t);
+            return time_calls(call);
         };
         const double t_rec = run(false), t_rec_pdl = run(true);
         const double sb = 2.0 * double(per_layer) * 4;
