@@ -31,13 +31,14 @@ void Session::reset() {
     last_logits_valid_ = false;
 }
 
-void Session::flush_pending() {
+void Session::flush_pending(bool keep_logits) {
     verified_ = false;  // the state moves on
     if (!pending_) return;
     const int32_t t = *pending_;
     pending_.reset();
-    model_->backend().eval_chain(*state_, &t, 1, LogitsRows::Last, last_logits_.data());
-    last_logits_valid_ = true;
+    model_->backend().eval_chain(*state_, &t, 1, keep_logits ? LogitsRows::Last : LogitsRows::None,
+                                 keep_logits ? last_logits_.data() : nullptr);
+    last_logits_valid_ = keep_logits;
 }
 
 void Session::set_pending(int32_t token) {
@@ -166,7 +167,7 @@ void Session::commit(const std::vector<int32_t> &path, int32_t bonus, bool defer
 void Session::read_state(int32_t layer, float *out) {
     require(layer >= 0 && layer < config().num_layers, SPECLA_ERR_INVALID_ARGUMENT, "layer ", layer,
             " is outside [0, ", config().num_layers, ")");
-    flush_pending();
+    flush_pending(/*keep_logits=*/true);  // generation may continue from this context afterwards
     model_->backend().read_recurrent_state(*state_, layer, out);
 }
 

@@ -41,8 +41,9 @@ public:
     // Remember a chosen token without feeding it yet.
     void set_pending(int32_t token);
     // Feed the pending token, if any (before reading the state, or before a block that must
-    // start from a complete context).
-    void flush_pending();
+    // start from a complete context). keep_logits: keep its logits for a later sample_next; the
+    // callers that evaluate more tokens right away do not need them (no output-head pass then).
+    void flush_pending(bool keep_logits = false);
 
     void read_state(int32_t layer, float *out);
 
