@@ -82,10 +82,11 @@ public:
                             float *logits) = 0;
 
     // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
-    // uniform variate `u` in [0, 1). Backends that can sample on the device override this so that
-    // only the token id crosses to the host; `logits` (may be null) receives the step's logits.
+    // uniform variate `u` in [0, 1), following lib/generate/sampler.h exactly (the GPU samples on
+    // the device so that only the token id crosses to the host); `logits` (may be null) receives
+    // the step's logits.
     virtual int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling,
-                                      double u, float *logits);
+                                      double u, float *logits) = 0;
 
     // Speculative verification: evaluate every node of a draft tree (topological, parents[i] < i,
     // -1 = child of the committed context) on top of the committed state without changing it,
