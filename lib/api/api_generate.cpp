@@ -26,6 +26,17 @@ SamplingConfig sampling_from_params(const specla_sampling_params &p) {
     return s;
 }
 
+GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p, TextStream &stream) {
+    require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
+    GenerateOptions opts;
+    opts.sampling = sampling_from_params(p.sampling);
+    opts.seed = p.sampling.seed;
+    opts.max_tokens = p.max_tokens;
+    opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
+    opts.on_token = [&stream](int32_t t) { return stream.on_token(t); };
+    return opts;
+}
+
 const Tokenizer *tokenizer_of(const specla_model *model) {
     return model->tokenizer ? model->tokenizer->impl.get() : nullptr;
 }
@@ -62,15 +73,7 @@ namespace {
 
 std::vector<int32_t> run_generate(specla_session *session, const int32_t *prompt, size_t n_prompt,
                                   const specla_generate_params &params, TextStream &stream) {
-    Session &s = *session->impl;
-    GenerateOptions opts;
-    opts.sampling = sampling_from_params(params.sampling);
-    opts.seed = params.sampling.seed;
-    require(params.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
-    opts.max_tokens = params.max_tokens;
-    opts.eos_token = params.stop_at_eos ? s.config().eos_token_id : -1;
-    opts.on_token = [&](int32_t t) { return stream.on_token(t); };
-    auto out = generate(s, prompt, n_prompt, opts);
+    auto out = generate(*session->impl, prompt, n_prompt, generate_options(session, params, stream));
     stream.finish();
     return out;
 }

@@ -49,14 +49,9 @@ std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *dr
             "the drafter was created for another model than the session's");
     require(p.max_draft_nodes >= 0 && p.max_draft_depth >= 0, SPECLA_ERR_INVALID_ARGUMENT,
             "max_draft_nodes and max_draft_depth must not be negative");
-    require(p.generate.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
     Session &s = *session->impl;
     SpecOptions opts;
-    opts.gen.sampling = sampling_from_params(p.generate.sampling);
-    opts.gen.seed = p.generate.sampling.seed;
-    opts.gen.max_tokens = p.generate.max_tokens;
-    opts.gen.eos_token = p.generate.stop_at_eos ? s.config().eos_token_id : -1;
-    opts.gen.on_token = [&](int32_t t) { return stream.on_token(t); };
+    opts.gen = generate_options(session, p.generate, stream);
     opts.budget.max_nodes = p.max_draft_nodes;
     opts.budget.max_depth = p.max_draft_depth;
     opts.algorithm = algorithm_from(p.tree_algorithm);

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "generate/generate.h"
 #include "specla/specla.h"
 
 struct specla_model;
@@ -13,9 +14,14 @@ struct specla_session;
 namespace specla {
 
 class Tokenizer;
+class TextStream;
 
 // Checks and converts; throws SPECLA_ERR_INVALID_ARGUMENT naming the bad field.
 SamplingConfig sampling_from_params(const specla_sampling_params &p);
+// The engine's generation options from the C params: sampling checked, EOS per stop_at_eos,
+// each token handed to `stream`.
+GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p, TextStream &stream);
+
 // The model's tokenizer or null.
 const Tokenizer *tokenizer_of(const specla_model *model);
 
