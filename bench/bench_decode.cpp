@@ -1,7 +1,7 @@
 // Plain decoding and prefill speed of the engine, with the memory-bandwidth ceiling measured in the
 // same run.
 //
-//   bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N]
+//   bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N] [--trace]
 //
 // With CUDA: device-to-device copy bandwidth (bytes read + written); the GDN-1.3B shape with random
 // bf16 weights built in memory (hidden 2048, 24 layers, 8 heads x 256, expand_v 1, intermediate
@@ -67,6 +67,7 @@ struct Args {
     int steps = 128;
     bool skip_big = false;
     int cpu_threads = 0;
+    bool trace = false;  // phase timeline of the persistent step (diagnostics)
 };
 
 Args parse(int argc, char **argv) {
@@ -81,9 +82,10 @@ Args parse(int argc, char **argv) {
         else if (s == "--repeats") a.repeats = std::max(1, std::stoi(next()));
         else if (s == "--steps") a.steps = std::max(1, std::stoi(next()));
         else if (s == "--skip-1p3b") a.skip_big = true;
+        else if (s == "--trace") a.trace = true;
         else if (s == "--cpu-threads") a.cpu_threads = std::stoi(next());
         else if (s == "--help" || s == "-h") {
-            std::printf("usage: bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N]\n");
+            std::printf("usage: bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N] [--trace]\n");
             std::exit(0);
         } else {
             fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown argument ", s);
@@ -242,7 +244,7 @@ void report_model(const std::string &tag, cuda::CudaBackend &b, const ModelWeigh
     const Variant variants[] = {{"kernel per op, graph+pdl", false, true, true},
                                 {"kernel per op, graph", false, true, false},
                                 {"kernel per op, eager", false, false, false},
-                                {"fused step (experimental), graph", true, true, false}};
+                                {"persistent step (experimental), graph", true, true, false}};
     for (const Variant &v : variants) {
         CudaBackendOptions o = base;
         o.fused_decode = v.fused, o.use_graph = v.graph, o.use_pdl = v.pdl;
@@ -410,6 +412,56 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
     cudaFree(x), cudaFree(xb), cudaFree(y);
 }
 
+// Where a persistent step spends its time: per phase boundary, the offset from the layer's first
+// start over the grid (mean and latest CTA), averaged over the middle layers of one step.
+void trace_persistent_step(cuda::CudaBackend &b) {
+    const ModelConfig &c = b.config();
+    cudaDeviceProp prop{};
+    ck(cudaGetDeviceProperties(&prop, 0), "properties");
+    const int G = prop.multiProcessorCount, L = c.num_layers, E = kern::kDecodeTraceEvents;
+    const size_t n = size_t(G) * size_t(L) * size_t(E);
+    unsigned long long *d = nullptr;
+    ck(cudaMalloc(reinterpret_cast<void **>(&d), n * 8), "malloc trace");
+    ck(cudaMemset(d, 0, n * 8), "memset trace");
+    CudaBackendOptions base = b.options(), o = base;
+    o.fused_decode = true, o.decode_trace = d;
+    b.set_options(o);
+    {
+        auto s = b.create_state(SessionLimits{});
+        std::vector<float> logits(size_t(c.vocab_size));
+        for (int i = 0; i < 4; ++i) b.eval_chain(*s, &i, 1, LogitsRows::Last, logits.data());
+    }
+    b.set_options(base);
+    std::vector<unsigned long long> t(n);
+    ck(cudaMemcpy(t.data(), d, n * 8, cudaMemcpyDeviceToHost), "copy trace");
+    cudaFree(d);
+    const char *names[kern::kDecodeTraceEvents] = {"layer start", "in_proj rows start", "in_proj rows end",
+                                                   "recurrent start", "recurrent end", "o_proj start",
+                                                   "o_proj rows start", "o_proj rows end", "gate_up start",
+                                                   "gate_up rows start", "gate_up rows end", "down start",
+                                                   "down rows end", "layer end", "", "",
+                                                   "producer: in_proj issued", "producer: o_proj issued",
+                                                   "producer: gate_up issued", "producer: down issued"};
+    std::printf("\npersistent step timeline (us from the layer's first start; mean / latest CTA; layers 1..%d)\n",
+                L - 2);
+    for (int e = 0; e < E; ++e) {
+        if (!names[e] || !names[e][0]) continue;
+        double mean = 0, late = 0;
+        int cnt = 0;
+        for (int l = 1; l + 1 < L; ++l) {
+            unsigned long long t0 = ~0ull;
+            for (int g = 0; g < G; ++g) t0 = std::min(t0, t[(size_t(g) * L + l) * E + 0]);
+            double m = 0, mx = 0;
+            for (int g = 0; g < G; ++g) {
+                const double v = double(t[(size_t(g) * L + l) * E + e]) - double(t0);
+                m += v, mx = std::max(mx, v);
+            }
+            mean += m / G, late += mx, ++cnt;
+        }
+        std::printf("  %-28s %8.2f %8.2f\n", names[e], mean / cnt / 1e3, late / cnt / 1e3);
+    }
+}
+
 void bench_cuda(const Args &a) {
     cudaDeviceProp prop{};
     ck(cudaGetDeviceProperties(&prop, 0), "properties");
@@ -426,6 +478,10 @@ void bench_cuda(const Args &a) {
                     (now_ms() - t0) / 1000);
         auto backend = create_cuda_backend_ex(c, w, 0, CudaBackendOptions{});
         auto &b = dynamic_cast<cuda::CudaBackend &>(*backend);
+        if (a.trace) {
+            trace_persistent_step(b);
+            return;
+        }
         report_model("1.3B", b, w, ceiling, a.steps, a.repeats, true);
         bench_gemv(b, ceiling, a.repeats);
         const MemoryStats m = b.memory_stats();

@@ -1,21 +1,36 @@
-// The whole one-token decoding step as one persistent kernel: every CTA of a co-resident grid
-// (2 per SM, cooperative launch) walks the phases embedding -> per layer [in_proj GEMV (RMSNorm
-// prologue, conv/gates epilogue) | recurrent step | o_proj GEMV (gated-norm prologue, residual
-// epilogue) | gate_up GEMV (RMSNorm prologue, SwiGLU epilogue) | down GEMV (residual epilogue)] ->
-// lm_head GEMV (final norm, logits + argmax), with a grid-wide barrier between phases.
+// The whole one-token decoding step as one persistent kernel: one CTA per SM (cooperative launch)
+// walks the phases [per layer: in_proj GEMV (RMSNorm prologue, conv/gates epilogue) | recurrent
+// step | o_proj GEMV (gated-norm prologue, residual epilogue) | gate_up GEMV (RMSNorm prologue,
+// SwiGLU epilogue) | down GEMV (residual epilogue)] -> lm_head GEMV (final norm, logits + argmax),
+// with a grid-wide barrier between dependent phases.
 //
-// Why one kernel: a decoding step is ~120 dependent memory-bound operations of a few microseconds
-// each; kernel boundaries (launch, ramp-up, tail) cost as much as the work. Here each CTA loads
-// the weight rows of its share of the NEXT phase into registers before it waits at the barrier, so
-// the memory system keeps streaming through every barrier and through the latency-bound
-// recurrent phase. Activations written by other CTAs are read through L2 (ld.cg), never L1.
-// Measured (H200, GDN-1.3B): 1.62 ms per step against 1.25 ms for one kernel per op with PDL, so
-// the backend leaves it off by default (CudaBackendOptions::fused_decode). Two register blocks per
-// CTA (~17 MB in flight over the grid) do not cover the ~121 barriers plus the latency-bound
-// recurrent and o_proj phases; the next step is a deeper prefetch of the gate_up/down rows into the
-// unused shared memory during those phases.
-// The arithmetic and its order per row are those of the per-op kernels (gemv.cu,
-// gdn_recurrent.cu); CPU references as listed there.
+// Why one kernel, and why a producer warp: a decoding step is ~120 dependent memory-bound
+// operations of a few microseconds each. As separate kernels, every boundary (grid drain, launch,
+// ramp-up) leaves the memory system idle. Here the weights, which do not depend on the
+// activations, are streamed by one producer warp per CTA with bulk copies (cp.async.bulk) into a
+// ring of shared-memory stages, phase after phase and layer after layer, without waiting for any
+// barrier: it only waits for a free stage. The consumer warps do the prologues, the dot products
+// out of shared memory, the epilogues, the recurrent phase and the grid barriers; while they wait
+// at a barrier the ring keeps filling (~190 KB per SM, several microseconds of streaming).
+//
+// Arithmetic: every output row is computed with exactly the operations and reduction order of the
+// per-op kernels (gemv.cu's vectorised kernel for its thread layout, see DecodeGemvShape;
+// gdn_recurrent.cu's tile for the state), so that the two paths, and the multi-row verification
+// GEMV that mirrors gemv.cu, agree bit for bit. CPU references as listed in gemv.cuh and
+// gdn_recurrent.cuh.
+//
+// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.73 ms per step against 1.26 ms
+// for one kernel per op with PDL, so the backend leaves it off by default
+// (CudaBackendOptions::fused_decode). A layer takes ~70 us against ~26 us of weight streaming.
+// The consumers, not the stream, are the limit: a row of 2048 columns costs a consumer warp
+// ~1500 cycles (8 dependent butterfly sums per row to stay bitwise equal to gemv.cu, 2 warps per
+// SM sub-partition), the gated-norm prologue ~8 us and the in_proj/gate_up prologues ~4 us each
+// (activation reads through L2 queue behind the weight stream), and every barrier ~2 us; the
+// ring (~190 KB, ~7 us of streaming per SM) cannot cover the ~17 us from the end of in_proj to the
+// start of o_proj's rows. Next steps, in order: a transposed (shared-shuffle) reduction of the 8
+// virtual-warp sums per row, two rows per warp in flight, activation loads issued before the
+// barrier that publishes them is passed (double-buffered activations), fewer barriers (o_proj
+// split by head with a deterministic second-stage sum).
 #pragma once
 
 #include "launch_common.cuh"
@@ -30,6 +45,13 @@ struct DecodeLayer {
                 *mlp_norm = nullptr;
     float *state = nullptr;       // [HV][V][K]
     float *conv_cache = nullptr;  // [W-1][CC], null without short conv
+    PendingFactors pending;       // deferred commit of this layer (applied when desc[0] > 0)
+};
+
+// The thread layout of gemv.cu's vectorised kernel for a row length (gemv_cpt, gemv_threads):
+// virtual thread t of `threads` reduces the 16-byte chunks t + s*threads (s < cpt) of a row.
+struct DecodeGemvShape {
+    int32_t cpt = 1, threads = 32;
 };
 
 struct DecodeStepParams {
@@ -37,6 +59,8 @@ struct DecodeStepParams {
     int32_t use_conv = 0, use_gate = 0;
     int64_t R = 0, CC = 0, row_g = 0, row_a = 0, row_b = 0;  // in_proj rows and row offsets
     float eps = 1e-6f, beta_scale = 1.f, q_scale = 1.f;
+    DecodeGemvShape shape_d, shape_vd, shape_i;  // rows of D, H_V*V and I columns (set by the launcher)
+    int32_t stages = 0;                          // ring depth (set by the launcher)
     const DecodeLayer *layers = nullptr;
     const uint16_t *emb = nullptr, *lm_head = nullptr;
     const float *final_norm = nullptr;
@@ -47,11 +71,18 @@ struct DecodeStepParams {
     float *act = nullptr;            // [I] SwiGLU output
     float *logits = nullptr;         // [vocab]
     unsigned long long *argmax = nullptr;
-    unsigned int *barrier = nullptr;  // 2 words, zero at launch (the kernel leaves them consistent too)
+    int32_t *pending_desc = nullptr;  // the deferred-commit descriptor: count cleared once applied
+    unsigned int *barrier = nullptr;  // 1 word, zero at launch (the step's memset)
+    // Diagnostics (benchmarks only): when set, [grid][n_layers][kDecodeTraceEvents] global-timer
+    // stamps of the phase boundaries seen by each CTA (see decode_step.cu).
+    unsigned long long *trace = nullptr;
 };
+constexpr int kDecodeTraceEvents = 24;
 
-// Whether an instantiation covers the shape (otherwise the backend runs one kernel per op).
-bool decode_step_supported(int32_t D, int32_t VD, int32_t I, int32_t K, int32_t V);
+// Whether the persistent step covers the model's shape on this device (otherwise the backend runs
+// one kernel per op). Also prepares the kernel (shared-memory limit) for launch_decode_step.
+// Reads the shape fields of `p` (D, H, HV, K, V, I, R, conv_size).
+bool decode_step_supported(const DecodeStepParams &p, int32_t device);
 
 cudaError_t launch_decode_step(const DecodeStepParams &p, const LaunchCtx &ctx);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
-#                                 [verify] [api] [specbench] [verifycheck]
+#                                 [verify] [api] [specbench] [verifycheck] [trace]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
 # build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
@@ -11,6 +11,7 @@
 #   api          the public-API CUDA speculative tests, "cuda:*" (api.log)
 #   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts, both
 #                --backend cuda (specbench.log)
+#   trace        bench_decode --trace: the phase timeline of the persistent decoding step (trace.log)
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -131,6 +132,11 @@ if has tests; then
     grep -E "rel err|MESSAGE|skipped|seed|mode|ERROR|FAILED|CHECK|test cases|assertions" "$OUT/tests.log" | grep -v "^\s*$" | head -120 >>"$summary"
 fi
 
+if has trace; then
+    timeout 120 "$bench_bin" --trace >"$OUT/trace.log" 2>&1
+    note "== bench_decode --trace: rc=$? after $(elapsed) s"
+    sed -n '/persistent step timeline/,$p' "$OUT/trace.log" >>"$summary"
+fi
 if has bench; then
     timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" >"$OUT/bench.log" 2>&1
     note "== bench_decode: rc=$? after $(elapsed) s"
@@ -149,8 +155,12 @@ sanitize() {  # tool, filter, limit, log name
 # replay included) and the block path with its cuBLAS calls under memcheck; the kernels that use
 # shared memory (and both decoding-step paths) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
-has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: device sampling*,cuda backend: blocks*" \
+has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: the persistent*,cuda backend: device sampling*,cuda backend: blocks*" \
     "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
+# The persistent step is left out of racecheck: racecheck reports its ring stages' shared-memory
+# reads against the next bulk copy into the stage, an order it does not follow through the stage's
+# "empty" mbarrier (every consumer warp arrives after its reads; the producer waits for that phase
+# before it issues the copy). memcheck covers it.
 has racecheck && sanitize racecheck "cuda kernels: chunk*,cuda kernels: block conv*,cuda kernels: recurrent*,cuda kernels: in_proj*,cuda backend: decoding*" \
     "${SPECLA_RACECHECK_LIMIT:-120}" racecheck
 has racecheck && sanitize racecheck "cuda kernels: bf16 GEMV*" "${SPECLA_RACECHECK_LIMIT:-120}" racecheck_gemv

@@ -156,7 +156,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
             st->U = cv.take<float>(HV * Tp * V);
         }
         st->d_layers = cv.take<kern::DecodeLayer>(L);
-        st->d_barrier = cv.take<unsigned int>(2);
+        st->d_barrier = cv.take<unsigned int>(1);
         st->d_tokens = cv.take<int32_t>(Tm);
         st->d_sampled = cv.take<int32_t>(1);
         st->d_argmax = cv.take<unsigned long long>(1);
@@ -188,9 +188,10 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     check(cublasSetStream(st->cublas, st->stream), "cublasSetStream");
     check(cublasSetWorkspace(st->cublas, st->cublas_workspace, st->cublas_workspace_bytes), "cublasSetWorkspace");
     check(cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
-    // The fused decoding step: per-layer pointers of this state, barrier words at zero.
-    st->fused = options_.fused_decode &&
-                kern::decode_step_supported(c.hidden_size, c.value_dim(), c.intermediate_size, c.head_k_dim, c.head_v_dim);
+    init_verify(*st, limits);
+    // The persistent decoding step: per-layer pointers of this state (the factor buffers of a
+    // deferred commit included), barrier counter at zero.
+    st->fused = options_.fused_decode && kern::decode_step_supported(decode_step_params(nullptr), device_);
     std::vector<kern::DecodeLayer> layers(L);
     for (size_t l = 0; l < L; ++l) {
         const DeviceLayer &w = weights_->layers[l];
@@ -200,11 +201,11 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
         d.o_norm = w.o_norm, d.mlp_norm = w.mlp_norm;
         d.state = st->recurrent + l * size_t(c.recurrent_state_floats_per_layer());
         d.conv_cache = st->conv ? st->conv + l * size_t(c.conv_cache_floats_per_layer()) : nullptr;
+        d.pending = pending_of(*st, int(l));
     }
     check(cudaMemcpyAsync(st->d_layers, layers.data(), L * sizeof(kern::DecodeLayer), cudaMemcpyHostToDevice, st->stream),
           "cudaMemcpyAsync(layers)");
-    check(cudaMemsetAsync(st->d_barrier, 0, 2 * sizeof(unsigned int), st->stream), "cudaMemsetAsync(barrier)");
-    init_verify(*st, limits);
+    check(cudaMemsetAsync(st->d_barrier, 0, sizeof(unsigned int), st->stream), "cudaMemsetAsync(barrier)");
     reset_state(*st);
     check(cudaStreamSynchronize(st->stream), "cudaStreamSynchronize");
     return st;
@@ -279,9 +280,7 @@ void CudaBackend::ensure_graph(CudaSequenceState &st) {
 }
 
 void CudaBackend::run_decode(CudaSequenceState &st) {
-    // Pending factors of a deferred commit are applied by the step's recurrent kernels (the
-    // persistent fused step has no pre-pass for them: a separate commit pass first).
-    if (st.pending_count > 0 && st.fused) flush_commit(st);
+    // Pending factors of a deferred commit are applied by the step's recurrent phase (either path).
     st.verified = false;
     // The first step runs eagerly (it also resolves lazy per-kernel setup outside any capture);
     // from the second on, the captured graph is replayed.

@@ -47,10 +47,15 @@ struct CudaBackendOptions {
     bool use_graph = true;          // replay a captured graph per decoding step
     bool use_pdl = true;            // programmatic dependent launch between kernels
     int32_t chunk_min_tokens = 64;  // blocks of at least this many tokens use the chunk (WY) form
-    // One persistent kernel per decoding step (kernels/decode_step.cuh) instead of one kernel per
-    // op. Correct and sanitizer-clean but measured slower on the H200 (GDN-1.3B: 1.62 vs 1.25 ms per
-    // step), so off by default; kept as the base for deeper cross-phase prefetching.
+    // One persistent kernel per decoding step (kernels/decode_step.cuh: a producer warp per SM
+    // streams the weights through shared memory across the phase barriers) instead of one kernel
+    // per op. Bitwise the same results (tested), deferred commits included, but measured slower on
+    // the H200 (GDN-1.3B: 1.73 vs 1.26 ms per step; see decode_step.cuh for where its time goes),
+    // so off by default.
     bool fused_decode = false;
+    // Diagnostics for benchmarks: device buffer that the persistent step fills with phase
+    // timestamps (kern::DecodeStepParams::trace); null in normal use.
+    unsigned long long *decode_trace = nullptr;
 };
 
 std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const ModelWeights &weights,
@@ -200,6 +205,8 @@ private:
     // Speculative verification (cuda_verify.cpp).
     void init_verify(CudaSequenceState &st, const SessionLimits &limits);
     kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
+    // The persistent step's parameters: the model's shape and weights, and with `st` its buffers.
+    kern::DecodeStepParams decode_step_params(const CudaSequenceState *st) const;
     // The decoding step / a block consumed the pending factors inside its recurrent kernels.
     void pending_consumed(CudaSequenceState &st);
     struct TreeLaunch;

@@ -21,6 +21,23 @@ float beta_scale(const ModelConfig &c) { return c.allow_neg_eigval ? 2.f : 1.f; 
 
 }  // namespace
 
+kern::DecodeStepParams CudaBackend::decode_step_params(const CudaSequenceState *st) const {
+    const ModelConfig &c = config_;
+    const InProjLayout lay(c);
+    kern::DecodeStepParams p;
+    p.n_layers = c.num_layers, p.D = int32_t(c.hidden_size), p.H = c.num_heads, p.HV = c.num_v_heads;
+    p.K = c.head_k_dim, p.V = c.head_v_dim, p.I = int32_t(c.intermediate_size), p.vocab = c.vocab_size;
+    p.conv_size = c.conv_size, p.use_conv = c.use_short_conv, p.use_gate = c.use_gate;
+    p.R = lay.rows, p.CC = c.conv_channels(), p.row_g = lay.g, p.row_a = lay.a, p.row_b = lay.b;
+    p.eps = c.norm_eps, p.beta_scale = beta_scale(c), p.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
+    p.emb = weights_->embeddings, p.lm_head = weights_->lm_head, p.final_norm = weights_->final_norm;
+    if (st) {
+        p.layers = st->d_layers, p.token = st->d_tokens;
+        p.h = st->h, p.proj = st->proj, p.o = st->o, p.act = st->gu, p.logits = st->logits;
+    }
+    return p;
+}
+
 void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     const ModelConfig &c = config_;
     const InProjLayout lay(c);
@@ -33,18 +50,11 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
 
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, 4, cudaMemcpyHostToDevice, st.stream), "copy token");
     if (st.fused) {
-        kern::DecodeStepParams p;
-        p.n_layers = c.num_layers, p.D = int32_t(D), p.H = c.num_heads, p.HV = c.num_v_heads, p.K = K, p.V = V;
-        p.I = int32_t(I), p.vocab = c.vocab_size, p.conv_size = c.conv_size, p.use_conv = c.use_short_conv;
-        p.use_gate = c.use_gate;
-        p.R = lay.rows, p.CC = c.conv_channels(), p.row_g = lay.g, p.row_a = lay.a, p.row_b = lay.b;
-        p.eps = c.norm_eps, p.beta_scale = beta_scale(c), p.q_scale = 1.f / std::sqrt(float(K));
-        p.layers = st.d_layers, p.emb = weights_->embeddings, p.lm_head = weights_->lm_head;
-        p.final_norm = weights_->final_norm, p.token = st.d_tokens;
-        p.h = st.h, p.proj = st.proj, p.o = st.o, p.act = st.gu, p.logits = st.logits;
-        p.argmax = st.d_argmax, p.barrier = st.d_barrier;
-        // Barrier words back to zero every step, so that one failed step cannot poison the next.
-        check(cudaMemsetAsync(st.d_barrier, 0, 2 * sizeof(unsigned int), st.stream), "reset barrier");
+        kern::DecodeStepParams p = decode_step_params(&st);
+        p.argmax = st.d_argmax, p.pending_desc = st.desc, p.barrier = st.d_barrier;
+        p.trace = options_.decode_trace;
+        // The barrier counter back to zero every step, so that one failed step cannot poison the next.
+        check(cudaMemsetAsync(st.d_barrier, 0, sizeof(unsigned int), st.stream), "reset barrier");
         check(kern::launch_decode_step(p, ctx), "fused decoding step");
         check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
         return;
