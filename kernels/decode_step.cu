@@ -43,6 +43,7 @@ constexpr int kThreads = kConsumers + 32;  // + the producer warp
 constexpr int kStageBytes = 24 * 1024;
 constexpr int kMaxStages = 8;
 constexpr int kMinStages = 3;
+constexpr int kInFlight = 3;  // stages requested by the producer and not yet landed, at most
 constexpr int kRegWarps = 8;   // register path: up to this many virtual warps of one chunk per thread
 constexpr int kTilesAhead = 3;  // recurrent tiles per CTA read before the phase's barrier
 
@@ -183,6 +184,13 @@ __device__ __forceinline__ void produce(Ring &rg, const Stream &m, uint64_t poli
     for (int64_t r0 = m.b; r0 < m.e; r0 += m.rows_per_stage, ++rg.q) {
         const uint32_t slot = rg.q % uint32_t(rg.stages), use = rg.q / uint32_t(rg.stages);
         if (use > 0) mbar_wait(&rg.empty[slot], (use - 1) & 1);
+        // At most kInFlight stages requested and not landed: more only queue in the memory system
+        // (bytes in flight / bandwidth) ahead of the consumers' activation reads and barrier
+        // atomics. Measured: 1, 2 or 3 stages give the same step time (the consumers set it).
+        if (rg.q >= uint32_t(kInFlight)) {
+            const uint32_t prev = rg.q - uint32_t(kInFlight);
+            mbar_wait(&rg.full[prev % uint32_t(rg.stages)], (prev / uint32_t(rg.stages)) & 1);
+        }
         const uint32_t n = uint32_t(min64(m.rows_per_stage, m.e - r0)), bytes = n * m.row_bytes();
         mbar_arrive_expect_tx(&rg.full[slot], m.paired ? 2 * bytes : bytes);
         unsigned char *dst = rg.slot_ptr(slot);
@@ -207,6 +215,21 @@ __device__ void producer(const DecodeStepParams &p, Ring &rg) {
         trace(p, l, 19);
     }
     produce(rg, Stream(p.lm_head, p.vocab, D, false), policy);
+}
+
+// Butterfly sums of N independent values over the warp, level by level across the values: each
+// value sees exactly warp_sum's operations (bitwise the same result), but the N shuffles of a level
+// are independent, so their latencies overlap instead of adding up.
+template <int N>
+__device__ __forceinline__ void warp_sum_n(float (&v)[N]) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        float t[N];
+#pragma unroll
+        for (int k = 0; k < N; ++k) t[k] = __shfl_xor_sync(0xffffffffu, v[k], o);
+#pragma unroll
+        for (int k = 0; k < N; ++k) v[k] += t[k];
+    }
 }
 
 // ---- the phase's input vector ------------------------------------------------------------------------------
@@ -243,8 +266,9 @@ __device__ __forceinline__ float row_dot(const uint4 *w, const XVec<L> &x, int n
         for (int vw = 0; vw < kRegWarps; ++vw) {
             const int ch = vw * 32 + lane;
             const uint4 q = (vw < nw && ch < nch) ? w[ch] : make_uint4(0, 0, 0, 0);
-            part[vw] = warp_sum(fma8(q, x.r[vw], 0.f));
+            part[vw] = fma8(q, x.r[vw], 0.f);
         }
+        warp_sum_n(part);
 #pragma unroll
         for (int vw = 0; vw < kRegWarps; ++vw) y = vw < nw ? y + part[vw] : y;
     } else {
@@ -269,8 +293,9 @@ __device__ __forceinline__ float row_dot(const uint4 *w, const XVec<L> &x, int n
                     xv[4] = x1.x, xv[5] = x1.y, xv[6] = x1.z, xv[7] = x1.w;
                     a = fma8(q, xv, a);
                 }
-                part[k] = warp_sum(a);
+                part[k] = a;
             }
+            warp_sum_n(part);
 #pragma unroll
             for (int k = 0; k < G; ++k) y = vw0 + k < nw ? y + part[k] : y;
         }
@@ -351,17 +376,27 @@ __device__ __forceinline__ void xvec_from_xs(XVec<L> &x, float *xs, int64_t cols
 
 // Phase inputs into xs, one chunk of 8 per thread at a time: src(ch, v) gives chunk ch of the
 // vector; with norm weights, those go to xs + cols.
+// Two chunks per thread are loaded before either is stored, so that their latencies overlap.
 template <bool REG, typename Src>
 __device__ __forceinline__ void load_inputs(float *xs, int64_t cols, const float *norm_w, Src &&src) {
     const int nch = int(cols >> 3);
-    for (int ch = threadIdx.x; ch < nch; ch += kConsumers) {
-        float v[8];
-        src(ch, v);
-        xs_store_chunk<REG>(xs, ch, v);
+    for (int c0 = threadIdx.x; c0 < nch; c0 += 2 * kConsumers) {
+        const int c1 = c0 + kConsumers;
+        float v0[8], v1[8], w0[8], w1[8];
+        src(c0, v0);
+        if (c1 < nch) src(c1, v1);
         if (norm_w) {
 #pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = norm_w[ch * 8 + e];
-            xs_store_chunk<REG>(xs + xs_span<REG>(cols), ch, v);
+            for (int e = 0; e < 8; ++e) w0[e] = norm_w[c0 * 8 + e];
+            if (c1 < nch)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) w1[e] = norm_w[c1 * 8 + e];
+        }
+        xs_store_chunk<REG>(xs, c0, v0);
+        if (c1 < nch) xs_store_chunk<REG>(xs, c1, v1);
+        if (norm_w) {
+            xs_store_chunk<REG>(xs + xs_span<REG>(cols), c0, w0);
+            if (c1 < nch) xs_store_chunk<REG>(xs + xs_span<REG>(cols), c1, w1);
         }
     }
 }
@@ -376,15 +411,17 @@ __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t 
     const int lane = threadIdx.x & 31, nch = int(cols >> 3), nw = g.threads >> 5;
     if constexpr (L == kRegLayout) {
         xvec_from_xs(x, xs, cols);
-        float mine = 0.f;
+        float ss[kRegWarps];
 #pragma unroll
         for (int vw = 0; vw < kRegWarps; ++vw) {
-            float ss = 0.f;
+            ss[vw] = 0.f;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) ss += x.r[vw][e] * x.r[vw][e];
-            ss = warp_sum(ss);
-            mine = lane == vw ? ss : mine;
+            for (int e = 0; e < 8; ++e) ss[vw] += x.r[vw][e] * x.r[vw][e];
         }
+        warp_sum_n(ss);
+        float mine = 0.f;
+#pragma unroll
+        for (int vw = 0; vw < kRegWarps; ++vw) mine = lane == vw ? ss[vw] : mine;
         const float total = warp_sum(lane < nw ? mine : 0.f);
         const float inv = 1.f / sqrtf(total / float(cols) + eps);
 #pragma unroll
@@ -428,19 +465,34 @@ template <bool REG>
 __device__ __forceinline__ void load_headnorm_inputs(float *xs, int64_t cols, const float *o, const float *z,
                                                      int use_gate, const float *norm_w, int hd, float *chunk_ss) {
     const int nch = int(cols >> 3);
-    for (int ch = threadIdx.x; ch < nch; ch += kConsumers) {
-        float v[8], gate[8];
-        float ss = 0.f;
+    // Two chunks per thread in flight, as in load_inputs.
+    for (int c0 = threadIdx.x; c0 < nch; c0 += 2 * kConsumers) {
+        float v[2][8], zr[2][8];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            v[e] = ldcg(o + ch * 8 + e);
-            gate[e] = use_gate ? siluf_(ldcg(z + ch * 8 + e)) : 1.f;
+        for (int k = 0; k < 2; ++k) {
+            const int ch = c0 + k * kConsumers;
+            if (ch < nch)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) {
+                    v[k][e] = ldcg(o + ch * 8 + e);
+                    zr[k][e] = use_gate ? ldcg(z + ch * 8 + e) : 0.f;
+                }
         }
 #pragma unroll
-        for (int e = 0; e < 8; ++e) ss += v[e] * v[e];
-        chunk_ss[ch] = ss;
-        xs_store_chunk<REG>(xs, ch, v);
-        xs_store_chunk<REG>(xs + xs_span<REG>(cols), ch, gate);
+        for (int k = 0; k < 2; ++k) {
+            const int ch = c0 + k * kConsumers;
+            if (ch < nch) {
+                float gate[8];
+                float ss = 0.f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) gate[e] = use_gate ? siluf_(zr[k][e]) : 1.f;
+#pragma unroll
+                for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
+                chunk_ss[ch] = ss;
+                xs_store_chunk<REG>(xs, ch, v[k]);
+                xs_store_chunk<REG>(xs + xs_span<REG>(cols), ch, gate);
+            }
+        }
     }
     for (int c = threadIdx.x; c < hd; c += kConsumers) xs[2 * xs_span<REG>(cols) + c] = norm_w[c];
 }

@@ -19,18 +19,17 @@
 // GEMV that mirrors gemv.cu, agree bit for bit. CPU references as listed in gemv.cuh and
 // gdn_recurrent.cuh.
 //
-// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.73 ms per step against 1.26 ms
+// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.71 ms per step against 1.26 ms
 // for one kernel per op with PDL, so the backend leaves it off by default
-// (CudaBackendOptions::fused_decode). A layer takes ~70 us against ~26 us of weight streaming.
-// The consumers, not the stream, are the limit: a row of 2048 columns costs a consumer warp
-// ~1500 cycles (8 dependent butterfly sums per row to stay bitwise equal to gemv.cu, 2 warps per
-// SM sub-partition), the gated-norm prologue ~8 us and the in_proj/gate_up prologues ~4 us each
-// (activation reads through L2 queue behind the weight stream), and every barrier ~2 us; the
-// ring (~190 KB, ~7 us of streaming per SM) cannot cover the ~17 us from the end of in_proj to the
-// start of o_proj's rows. Next steps, in order: a transposed (shared-shuffle) reduction of the 8
-// virtual-warp sums per row, two rows per warp in flight, activation loads issued before the
-// barrier that publishes them is passed (double-buffered activations), fewer barriers (o_proj
-// split by head with a deterministic second-stage sum).
+// (CudaBackendOptions::fused_decode). A layer takes ~68 us against ~26 us of weight streaming, and
+// the consumers, not the stream, set it: the producer is ahead at every phase, and limiting it to
+// 1, 2 or 3 stages in flight changes nothing. Per layer: in_proj prologue ~4 us, rows ~10 us
+// (~26 KB/us per SM), barrier ~3.5 us, recurrent phase ~5.5 us, barrier ~2.5 us, gated-norm
+// prologue ~8 us, o_proj rows ~2.5 us, barrier ~2.3 us, gate_up prologue ~3 us, rows ~12 us,
+// barrier ~2.5 us, down rows ~10.5 us (shared-memory input vector), barrier ~2.5 us. Unexplained
+// and next to look at: why the gated-norm prologue and the recurrent phase (a few L2 round trips
+// and a few thousand instructions each) take 5-8 us; then fewer barriers (o_proj split by head
+// with a deterministic second-stage sum), the down rows from registers, and two rows per warp.
 #pragma once
 
 #include "launch_common.cuh"
