@@ -439,9 +439,11 @@ void trace_persistent_step(cuda::CudaBackend &b) {
                                                    "recurrent start", "recurrent end", "o_proj start",
                                                    "o_proj rows start", "o_proj rows end", "gate_up start",
                                                    "gate_up rows start", "gate_up rows end", "down start",
-                                                   "down rows end", "layer end", "", "",
-                                                   "producer: in_proj issued", "producer: o_proj issued",
-                                                   "producer: gate_up issued", "producer: down issued"};
+                                                   "down rows end", "layer end", "o_proj inputs loaded",
+                                                   "o_proj head sums done", "producer: in_proj issued",
+                                                   "producer: o_proj issued", "producer: gate_up issued",
+                                                   "producer: down issued", "recurrent inputs arrived",
+                                                   "recurrent first tile done"};
     std::printf("\npersistent step timeline (us from the layer's first start; mean / latest CTA; layers 1..%d)\n",
                 L - 2);
     for (int e = 0; e < E; ++e) {

@@ -95,13 +95,19 @@ __device__ __forceinline__ float ldcg(const float *p) { return __ldcg(p); }
 
 // Trace events of a layer: consumer thread 0 stamps 0..13 (layer start, in_proj rows start/end,
 // recurrent start/end, o_proj start/rows start/end, gate_up start/rows start/end, down start/end,
-// layer end); the producer stamps 16..19 when it has issued in_proj, o_proj, gate_up, down.
+// layer end), 14/15 inside the gated-norm prologue (inputs loaded, head sums done) and 20/21 in
+// the recurrent phase (first inputs arrived, first tile done); the producer stamps 16..19 when it
+// has issued in_proj, o_proj, gate_up, down.
+__device__ __forceinline__ unsigned long long now_ns() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ unsigned long long *trace_slot(const DecodeStepParams &p, int layer, int ev) {
+    return p.trace ? p.trace + (size_t(blockIdx.x) * p.n_layers + layer) * kDecodeTraceEvents + ev : nullptr;
+}
 __device__ __forceinline__ void trace(const DecodeStepParams &p, int layer, int ev) {
-    if (p.trace) {
-        unsigned long long t;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        p.trace[(size_t(blockIdx.x) * p.n_layers + layer) * kDecodeTraceEvents + ev] = t;
-    }
+    if (p.trace) *trace_slot(p, layer, ev) = now_ns();
 }
 __device__ __forceinline__ int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 __device__ __forceinline__ int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -502,7 +508,8 @@ __device__ __forceinline__ void load_headnorm_inputs(float *xs, int64_t cols, co
 // load_headnorm_inputs.
 template <int L>
 __device__ __forceinline__ void headnorm_prologue(XVec<L> &x, float *xs, int64_t cols, int hd, float eps,
-                                                  const float *chunk_ss, float *head_ss) {
+                                                  const float *chunk_ss, float *head_ss,
+                                                  unsigned long long *stamp) {
     constexpr bool REG = L == kRegLayout;
     const int tid = threadIdx.x, lane = tid & 31;
     const int nch = int(cols >> 3), n_heads = int(cols / hd), cph = hd / 8;
@@ -513,6 +520,7 @@ __device__ __forceinline__ void headnorm_prologue(XVec<L> &x, float *xs, int64_t
         head_ss[i] = ss;
     }
     consumers_sync();
+    if (stamp && tid == 0) *stamp = now_ns();
     const float *nw = xs + 2 * xs_span<REG>(cols);
     // Chunk ch of the normalised vector (a chunk lies inside one head: hd is a multiple of 8).
     auto chunk = [&](int ch, float (&v)[8]) {
@@ -627,10 +635,15 @@ __device__ __forceinline__ void recurrent_phase(const DecodeStepParams &p, const
         const int t = blockIdx.x + a * gridDim.x;
         if (t < tiles.count) tiles.load_inputs(in[a], p, t);
     }
+    if (p.trace && threadIdx.x == 0 && int(blockIdx.x) < tiles.count) {
+        asm volatile("" ::"f"(in[0].v), "f"(in[0].q[0]));  // stamp once the first inputs have arrived
+        trace(p, layer, 20);
+    }
 #pragma unroll
     for (int a = 0; a < kTilesAhead; ++a) {
         const int t = blockIdx.x + a * gridDim.x;
         if (t < tiles.count) tiles.run(S[a], in[a], p, Ly, t);
+        if (a == 0 && threadIdx.x == 0) trace(p, layer, 21);
     }
     for (int t = blockIdx.x + kTilesAhead * gridDim.x; t < tiles.count; t += gridDim.x) {
         tiles.load_state(S[0], p, Ly, t);
@@ -748,8 +761,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             constexpr int L = decltype(reg)::value;
             constexpr bool R = L == kRegLayout;
             load_headnorm_inputs<R>(xs, VD, p.o, p.proj + p.row_g, p.use_gate, Ly.o_norm, p.V, chunk_ss);
+            if (tid == 0) trace(p, l, 14);
             XVec<L> x;
-            headnorm_prologue(x, xs, VD, p.V, p.eps, chunk_ss, head_ss);
+            headnorm_prologue(x, xs, VD, p.V, p.eps, chunk_ss, head_ss, trace_slot(p, l, 15));
             if (tid == 0) trace(p, l, 6);
             consume(rg, Stream(Ly.o_proj, D, VD, false), x, p.shape_vd, [&](int64_t r, float y, float) {
                 const float v = hs[r - hb] + y;
