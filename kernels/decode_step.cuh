@@ -26,10 +26,11 @@
 // 1, 2 or 3 stages in flight changes nothing. Per layer: in_proj prologue ~4 us, rows ~10 us
 // (~26 KB/us per SM), barrier ~3.5 us, recurrent phase ~5.5 us, barrier ~2.5 us, gated-norm
 // prologue ~8 us, o_proj rows ~2.5 us, barrier ~2.3 us, gate_up prologue ~3 us, rows ~12 us,
-// barrier ~2.5 us, down rows ~10.5 us (shared-memory input vector), barrier ~2.5 us. Unexplained
-// and next to look at: why the gated-norm prologue and the recurrent phase (a few L2 round trips
-// and a few thousand instructions each) take 5-8 us; then fewer barriers (o_proj split by head
-// with a deterministic second-stage sum), the down rows from registers, and two rows per warp.
+// barrier ~2.5 us, down rows ~10.5 us (shared-memory input vector), barrier ~2.5 us. The finer
+// trace shows each activation read through L2 taking 3-4 us in this kernel (recurrent inputs,
+// gated-norm inputs), and ~3 us to build the gated-norm vector in registers. Not understood yet,
+// and next to look at; then fewer barriers (o_proj split by head with a deterministic
+// second-stage sum), the down rows from registers, and two rows per warp.
 #pragma once
 
 #include "launch_common.cuh"
