@@ -465,6 +465,28 @@ __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t 
     }
 }
 
+// The RMSNorm prologue of the residual stream h (through L2) or, for layer 0, of the embedding row
+// of `token`: the vector and the norm weights into xs, a barrier, then rmsnorm_prologue.
+template <int L>
+__device__ __forceinline__ void residual_prologue(XVec<L> &x, float *xs, const DecodeStepParams &p,
+                                                  const float *norm_w, int64_t token) {
+    constexpr bool REG = L == kRegLayout;
+    const int64_t D = p.D;
+    if (token >= 0) {
+        load_inputs<REG>(xs, D, norm_w, [&](int ch, float (&v)[8]) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = bf16_to_float(p.emb[token * D + ch * 8 + e]);
+        });
+    } else {
+        load_inputs<REG>(xs, D, norm_w, [&](int ch, float (&v)[8]) {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) v[e] = ldcg(p.h + ch * 8 + e);
+        });
+    }
+    consumers_sync();
+    rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
+}
+
 // Gated RMSNorm inputs: the mixer output o into xs, silu(z) (or 1 without gate) into the next span,
 // the head norm weights after it, and per chunk the sum of squares (gemv_prologue_x's order).
 template <bool REG>
@@ -716,22 +738,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             if (j < W - 1) cs[W + j] = Ly.conv_cache[j * p.CC + r];
         }
         with_layout(p.shape_d, [&](auto reg) {
-            constexpr int L = decltype(reg)::value;
-            constexpr bool R = L == kRegLayout;
-            if (l == 0) {
-                load_inputs<R>(xs, D, Ly.attn_norm, [&](int ch, float (&v)[8]) {
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) v[e] = bf16_to_float(p.emb[tok * D + ch * 8 + e]);
-                });
-            } else {
-                load_inputs<R>(xs, D, Ly.attn_norm, [&](int ch, float (&v)[8]) {
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) v[e] = ldcg(p.h + ch * 8 + e);
-                });
-            }
-            consumers_sync();
-            XVec<L> x;
-            rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
+            XVec<decltype(reg)::value> x;
+            residual_prologue(x, xs, p, Ly.attn_norm, l == 0 ? tok : -1);
             if (tid == 0) trace(p, l, 1);
             consume(rg, Stream(Ly.in_proj, p.R, D, false), x, p.shape_d, [&](int64_t r, float y, float) {
                 float out;
@@ -777,15 +785,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
         // gate_up + SwiGLU.
         if (tid == 0) trace(p, l, 8);
         with_layout(p.shape_d, [&](auto reg) {
-            constexpr int L = decltype(reg)::value;
-            constexpr bool R = L == kRegLayout;
-            load_inputs<R>(xs, D, Ly.mlp_norm, [&](int ch, float (&v)[8]) {
-#pragma unroll
-                for (int e = 0; e < 8; ++e) v[e] = ldcg(p.h + ch * 8 + e);
-            });
-            consumers_sync();
-            XVec<L> x;
-            rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
+            XVec<decltype(reg)::value> x;
+            residual_prologue(x, xs, p, Ly.mlp_norm, -1);
             if (tid == 0) trace(p, l, 9);
             consume(rg, Stream(Ly.gate_up, I, D, true), x, p.shape_d,
                     [&](int64_t r, float g, float u) { p.act[r] = siluf_(g) * u; });
@@ -822,15 +823,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
     // lm_head: logits and the argmax.
     unsigned long long best = 0;
     with_layout(p.shape_d, [&](auto reg) {
-        constexpr int L = decltype(reg)::value;
-        constexpr bool R = L == kRegLayout;
-        load_inputs<R>(xs, D, p.final_norm, [&](int ch, float (&v)[8]) {
-#pragma unroll
-            for (int e = 0; e < 8; ++e) v[e] = ldcg(p.h + ch * 8 + e);
-        });
-        consumers_sync();
-        XVec<L> x;
-        rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
+        XVec<decltype(reg)::value> x;
+        residual_prologue(x, xs, p, p.final_norm, -1);
         consume(rg, Stream(p.lm_head, p.vocab, D, false), x, p.shape_d, [&](int64_t r, float y, float) {
             p.logits[r] = y;
             best = u64_max(best, argmax_key(y, uint32_t(r)));
