@@ -138,15 +138,22 @@ struct GridBarrier {
 };
 
 // ---- shared-memory layout beyond the ring (floats), the same on host and device --------------------
+// Floats a vector of `cols` takes in xs: the register layout rounds up to whole virtual warps.
+template <bool REG>
+__host__ __device__ __forceinline__ int64_t xs_span(int64_t cols) {
+    return REG ? (cols + 255) / 256 * 256 : cols;
+}
+
 struct TailLayout {
     int64_t xs, chunk_ss, head_ss, hs, conv, total;
     __host__ __device__ TailLayout(int64_t D, int64_t VD, int64_t I, int64_t V, int64_t R, int64_t W, int64_t grid) {
         // xs: the phase's input vector and what its prologue needs beside it: norm weights
         // (RMSNorm, D + D), gate inputs and head norm weights (gated norm, VD + VD + V), or the
         // SwiGLU output (down, I).
-        const auto span = [](int64_t n) { return (n + 255) / 256 * 256; };  // xs_span, either layout
-        int64_t x = span(I) > 2 * span(D) ? span(I) : 2 * span(D);
-        if (2 * span(VD) + V > x) x = 2 * span(VD) + V;
+        // Sized for the register layout's spans, the larger of the two layouts.
+        const int64_t sI = xs_span<true>(I), sD = xs_span<true>(D), sVD = xs_span<true>(VD);
+        int64_t x = sI > 2 * sD ? sI : 2 * sD;
+        if (2 * sVD + V > x) x = 2 * sVD + V;
         xs = 0;
         chunk_ss = xs + x;
         head_ss = chunk_ss + VD / 8;
@@ -354,12 +361,6 @@ __device__ __forceinline__ void xs_load_chunk(const float *xs, int ch, float (&v
     v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
 }
 
-// Floats a vector of `cols` takes in xs: the register layout rounds up to whole virtual warps.
-template <bool REG>
-__host__ __device__ __forceinline__ int64_t xs_span(int64_t cols) {
-    return REG ? (cols + 255) / 256 * 256 : cols;
-}
-
 // Register layout: each lane's chunks vw*32 + lane (zero past the vector; the span keeps the
 // loads in bounds).
 template <int L>
@@ -380,9 +381,9 @@ __device__ __forceinline__ void xvec_from_xs(XVec<L> &x, float *xs, int64_t cols
     }
 }
 
-// Phase inputs into xs, one chunk of 8 per thread at a time: src(ch, v) gives chunk ch of the
-// vector; with norm weights, those go to xs + cols.
-// Two chunks per thread are loaded before either is stored, so that their latencies overlap.
+// Phase inputs into xs: src(ch, v) gives chunk ch (8 values) of the vector; with norm weights,
+// those go to the next span (xs + xs_span(cols)). Two chunks per thread are loaded before either
+// is stored, so that their latencies overlap.
 template <bool REG, typename Src>
 __device__ __forceinline__ void load_inputs(float *xs, int64_t cols, const float *norm_w, Src &&src) {
     const int nch = int(cols >> 3);
@@ -409,8 +410,8 @@ __device__ __forceinline__ void load_inputs(float *xs, int64_t cols, const float
 
 // RMSNorm prologue with gemv.cu's reduction (block_sum): per virtual thread the sum of squares of
 // its chunks, per virtual warp the butterfly sum, then the butterfly sum of the virtual warps'
-// sums; x * (inv * norm_w) per element. xs holds the vector and xs + cols the norm weights (after
-// load_inputs and a barrier). Every warp forms the sums itself: no further barrier.
+// sums; x * (inv * norm_w) per element. xs holds the vector and the next span the norm weights
+// (after load_inputs and a barrier). Every warp forms the sums itself: no further barrier.
 template <int L>
 __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t cols, float eps,
                                                  const DecodeGemvShape &g) {
@@ -725,6 +726,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
     share_of(p.R, ib, ie);
     const int64_t conv_rows = p.use_conv ? max64(0, min64(ie, p.CC) - ib) : 0;
     for (int64_t i = tid; i < he - hb; i += kConsumers) hs[i] = bf16_to_float(p.emb[tok * D + hb + i]);
+    // The residual epilogue of o_proj and down: this CTA's rows [hb, he) of h, kept in hs.
+    const auto add_residual = [&](int64_t r, float y, float) {
+        const float v = hs[r - hb] + y;
+        hs[r - hb] = v;
+        p.h[r] = v;
+    };
 
     for (int l = 0; l < p.n_layers; ++l) {
         const DecodeLayer &Ly = p.layers[l];
@@ -773,11 +780,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             XVec<L> x;
             headnorm_prologue(x, xs, VD, p.V, p.eps, chunk_ss, head_ss, trace_slot(p, l, 15));
             if (tid == 0) trace(p, l, 6);
-            consume(rg, Stream(Ly.o_proj, D, VD, false), x, p.shape_vd, [&](int64_t r, float y, float) {
-                const float v = hs[r - hb] + y;
-                hs[r - hb] = v;
-                p.h[r] = v;
-            });
+            consume(rg, Stream(Ly.o_proj, D, VD, false), x, p.shape_vd, add_residual);
         });
         if (tid == 0) trace(p, l, 7);
         bar.sync();
@@ -806,11 +809,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             consumers_sync();
             XVec<L> x;
             xvec_from_xs(x, xs, I);
-            consume(rg, Stream(Ly.down, D, I, false), x, p.shape_i, [&](int64_t r, float y, float) {
-                const float v = hs[r - hb] + y;
-                hs[r - hb] = v;
-                p.h[r] = v;
-            });
+            consume(rg, Stream(Ly.down, D, I, false), x, p.shape_i, add_residual);
         });
         if (tid == 0) trace(p, l, 12);
         bar.sync();

@@ -68,10 +68,8 @@ template <int KPT_, int TPC_>
 struct TileShape {
     static constexpr int KPT = KPT_, TPC = TPC_;
 };
-// Host and device (the persistent decoding step picks its recurrent tile in the kernel).
-#pragma nv_exec_check_disable
 template <typename Fn>
-__host__ __device__ inline cudaError_t with_tile_shape(int K, Fn &&fn) {
+inline cudaError_t with_tile_shape(int K, Fn &&fn) {
     if (K <= 16) return fn(TileShape<8, 2>{});
     if (K <= 32) return fn(TileShape<8, 4>{});
     if (K <= 64) return fn(TileShape<8, 8>{});

@@ -34,6 +34,7 @@ kern::DecodeStepParams CudaBackend::decode_step_params(const CudaSequenceState *
     if (st) {
         p.layers = st->d_layers, p.token = st->d_tokens;
         p.h = st->h, p.proj = st->proj, p.o = st->o, p.act = st->gu, p.logits = st->logits;
+        p.argmax = st->d_argmax, p.pending_desc = st->desc, p.barrier = st->d_barrier;
     }
     return p;
 }
@@ -51,7 +52,6 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, 4, cudaMemcpyHostToDevice, st.stream), "copy token");
     if (st.fused) {
         kern::DecodeStepParams p = decode_step_params(&st);
-        p.argmax = st.d_argmax, p.pending_desc = st.desc, p.barrier = st.d_barrier;
         p.trace = options_.decode_trace;
         // The barrier counter back to zero every step, so that one failed step cannot poison the next.
         check(cudaMemsetAsync(st.d_barrier, 0, sizeof(unsigned int), st.stream), "reset barrier");
