@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <type_traits>
 
+#include "bulk_copy.cuh"
 #include "decode_step.cuh"
 #include "device_common.cuh"
 #include "gdn_tile.cuh"
@@ -47,47 +48,6 @@ constexpr int kInFlight = 3;  // stages requested by the producer and not yet la
 constexpr int kRegWarps = 8;   // register path: up to this many virtual warps of one chunk per thread
 constexpr int kTilesAhead = 3;  // recurrent tiles per CTA read before the phase's barrier
 
-// ---- shared-memory barriers and bulk copies (sm_90) ---------------------------------------------
-__device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t *b, uint32_t count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(smem_addr(b)), "r"(parity)
-            : "memory");
-    } while (!done);
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.release.cta.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)),
-                 "r"(bytes)
-                 : "memory");
-}
-// Global -> shared bulk copy completing on `bar`; weights are read once per step: evict first.
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar,
-                                          uint64_t policy) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;" ::
-            "r"(smem_addr(dst)),
-        "l"(src), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
-        : "memory");
-}
-__device__ __forceinline__ uint64_t evict_first_policy() {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
 // Barrier of the consumer warps only (the producer never joins).
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); }
 
@@ -214,7 +174,7 @@ __device__ __forceinline__ void produce(Ring &rg, const Stream &m, uint64_t poli
 
 // The producer warp's whole step (lane 0 only): the phases' weights in consumption order.
 __device__ void producer(const DecodeStepParams &p, Ring &rg) {
-    const uint64_t policy = evict_first_policy();
+    const uint64_t policy = l2_evict_first_policy();
     const int64_t D = p.D, VD = int64_t(p.HV) * p.V, I = p.I;
     for (int l = 0; l < p.n_layers; ++l) {
         const DecodeLayer &Ly = p.layers[l];
@@ -675,21 +635,6 @@ __device__ __forceinline__ void recurrent_phase(const DecodeStepParams &p, const
     }
 }
 
-// One conv channel of the in_proj epilogue: the taps cs[0, W) and the window cs[W, 2W-1) (oldest
-// first) from shared memory, inproj_row's formula and tap order (gemv_rows.cuh); the shifted window
-// goes back to the cache (stride CC). WC: the width at compile time (0: W at run time).
-template <int WC>
-__device__ __forceinline__ float conv_row(const float *cs, float *cache, int64_t CC, int W, float y) {
-    const int w = WC > 0 ? WC : W;
-    float acc = 0.f;
-#pragma unroll
-    for (int j = 0; j < w - 1; ++j) acc += cs[j] * cs[w + j];
-    acc += cs[w - 1] * y;
-#pragma unroll
-    for (int j = 0; j + 1 < w - 1; ++j) cache[j * CC] = cs[w + j + 1];
-    if (w > 1) cache[(w - 2) * CC] = y;
-    return acc;
-}
 
 // ---- the kernel -------------------------------------------------------------------------------------------
 template <int KPT, int TPC>
@@ -710,7 +655,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], kConsumerWarps);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
     if (warp == kConsumerWarps) {

@@ -30,13 +30,30 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// ---- diagnostics -----------------------------------------------------------------------------------
+// Stamps phase `phase` of a kernel-level trace slot (launch_common.cuh); thread 0 of each CTA.
+__device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
+    if (!slot || threadIdx.x != 0) return;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    atomicMin(slot + 2 * phase, t);
+    atomicMax(slot + 2 * phase + 1, t);
+}
+
 // ---- loads ------------------------------------------------------------------------------------------
-// Weights are read once per pass: bypass L1 and ask L2 for whole 256-byte lines.
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+// A decoding step streams ~3 GB of weight matrices through a 50 MB L2, each byte once: mark them
+// evict-first so that they do not push out what is reused (activations, conv caches, parameters).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
+// Weights are read once per pass: bypass L1, ask L2 for whole 256-byte lines, evict them first.
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p, uint64_t policy) {
     uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-                 : "l"(p));
+    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(policy));
     return r;
 }
 

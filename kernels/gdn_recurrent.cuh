@@ -37,6 +37,8 @@ struct RecurrentParams {
     // Pending factors of a deferred commit described in device memory (read by the kernel, so a
     // captured decoding step stays valid; see launch_common.cuh). Applied before n_pending's.
     PendingFactors pending;
+
+    unsigned long long *trace = nullptr;  // diagnostics: kOpTraceSlots words (launch_common.cuh)
 };
 
 // Largest head_dim K the kernel instantiations cover.

@@ -8,6 +8,15 @@
 // loaded before the grid-dependency wait, so with programmatic dependent launch the weight stream
 // of this kernel overlaps the tail of the previous one. The grid is one wave (CTAs per SM x SMs),
 // rows split evenly, so the memory system sees one uninterrupted stream.
+//
+// Latency, not bandwidth, sets the cost of a kernel's start and end in a decoding step: an L2 round
+// trip takes about a microsecond while the weight stream saturates the memory (measured with
+// bench_decode --trace), and every dependent round trip before the first row or inside a row
+// block's epilogue is paid on the step's critical path. So everything that no kernel of the pass
+// writes is read before the grid-dependency wait (the norm weights into registers, the conv taps
+// and windows and gate constants of the CTA's rows into shared memory), and what the previous
+// kernel wrote is read in one round trip right after it (the input vector, the gate of the head
+// norm and the residual rows of an Add epilogue, together).
 #include <algorithm>
 #include <map>
 #include <mutex>
@@ -24,22 +33,60 @@ namespace {
 
 constexpr int kMaxThreads = kGemvMaxThreads;
 constexpr int kMaxWarps = kMaxThreads / 32;
+// Shared memory of a vectorised CTA after the head-norm sums: the per-row epilogue operands of its
+// rows (at most rows_max = ceil(L / grid) rows), `row_stride` floats per row.
+__host__ __device__ __forceinline__ int row_stride(const GemvParams &p) {
+    if (p.epi == GemvEpilogue::Add) return 1;  // the residual
+    if (p.epi == GemvEpilogue::InProj) {        // conv taps then window; or A_log, dt_bias
+        const int w = 2 * p.conv_size - 1;
+        return w > 2 ? w : 2;
+    }
+    return 0;
+}
 
 __device__ __forceinline__ void gemv_epilogue(const GemvParams &p, int64_t r, float y, float y_up,
-                                              unsigned long long &best) {
+                                              unsigned long long &best, const float *rp) {
     switch (p.epi) {
         case GemvEpilogue::Store: p.out[r] = y; break;
-        case GemvEpilogue::Add: p.out[r] += y; break;
+        case GemvEpilogue::Add: p.out[r] = (rp ? rp[0] : p.out[r]) + y; break;
         case GemvEpilogue::SwiGLU: p.out[r] = siluf_(y) * y_up; break;
         case GemvEpilogue::Logits:
             p.out[r] = y;
             best = u64_max(best, argmax_key(y, uint32_t(r)));
             break;
         case GemvEpilogue::InProj:
-            p.out[r] = inproj_row(r, y, p.conv_cache, p.conv_w, p.conv_size, p.conv_channels, p.use_short_conv,
-                                  p.row_a, p.row_b, p.A_log, p.dt_bias, p.beta_scale);
+            p.out[r] = rp ? inproj_row_from(r, y, rp, p.conv_cache, p.conv_size, p.conv_channels, p.use_short_conv,
+                                            p.row_a, p.row_b, p.beta_scale)
+                          : inproj_row(r, y, p.conv_cache, p.conv_w, p.conv_size, p.conv_channels, p.use_short_conv,
+                                       p.row_a, p.row_b, p.A_log, p.dt_bias, p.beta_scale);
             break;
     }
+}
+
+// Before the grid-dependency wait (no kernel of the pass writes them; the conv cache only this
+// kernel): the in_proj epilogue operands of rows [r_begin, r_end) into `rp` (inproj_row_from's
+// layout). No barrier: they are read after gemv_step's.
+__device__ __forceinline__ void gemv_load_row_params(const GemvParams &p, int64_t r_begin, int64_t r_end, float *rp) {
+    if (p.epi != GemvEpilogue::InProj) return;
+    const int st = row_stride(p), W = p.conv_size;
+    const int64_t CC = p.conv_channels;
+    for (int64_t i = threadIdx.x; i < (r_end - r_begin) * st; i += blockDim.x) {
+        const int64_t r = r_begin + i / st;
+        const int j = int(i % st);
+        float v = 0.f;
+        if (r < CC) {
+            if (p.use_short_conv) v = j < W ? p.conv_w[r * W + j] : j < 2 * W - 1 ? p.conv_cache[(j - W) * CC + r] : 0.f;
+        } else if (r >= p.row_a && r < p.row_b) {
+            v = j == 0 ? p.A_log[r - p.row_a] : j == 1 ? p.dt_bias[r - p.row_a] : 0.f;
+        }
+        rp[i] = v;
+    }
+}
+
+// Right after the wait, with the input vector: the residual rows of an Add epilogue.
+__device__ __forceinline__ void gemv_load_residual(const GemvParams &p, int64_t r_begin, int64_t r_end, float *rp) {
+    if (p.epi != GemvEpilogue::Add) return;
+    for (int64_t i = threadIdx.x; i < r_end - r_begin; i += blockDim.x) rp[i] = p.out[r_begin + i];
 }
 
 // Reduces the per-thread argmax keys of a CTA and merges them into *p.argmax.
@@ -56,16 +103,9 @@ __device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned 
     }
 }
 
-// Scales this thread's x values (column c = (tid + s*T)*8 + e); see gemv_rows.cuh.
-template <int CPT>
-__device__ __forceinline__ void gemv_prologue(const GemvParams &p, float (&xr)[CPT][8], float *red32,
-                                              float *head_ss) {
-    gemv_prologue_x<CPT>(p.pro, p.x, p.norm_w, p.eps, p.z, p.head_dim, p.use_gate, p.cols, xr, red32, head_ss);
-}
-
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W, int64_t lr, int64_t r_end,
-                                          int64_t L, int nch) {
+                                          int64_t L, int nch, uint64_t policy) {
     constexpr int RL = PAIRED ? RB / 2 : RB;
     const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
@@ -76,15 +116,17 @@ __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W,
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
-            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch) : make_uint4(0, 0, 0, 0);
+            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch, policy) : make_uint4(0, 0, 0, 0);
         }
     }
 }
 
+// Reduces RB rows (RL rows or row pairs from lr) and runs their epilogues; `rp` holds the
+// epilogue operands of the CTA's rows from `r_begin` (row_stride floats per row).
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_step(const GemvParams &p, const uint4 (&buf)[RB][CPT], const float (&xr)[CPT][8],
                                           int64_t lr, int64_t r_end, float (*red)[kMaxWarps],
-                                          unsigned long long &best) {
+                                          unsigned long long &best, const float *rp, int64_t r_begin, int st) {
     constexpr int RL = PAIRED ? RB / 2 : RB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     float acc[RB];
@@ -100,7 +142,7 @@ __device__ __forceinline__ void gemv_step(const GemvParams &p, const uint4 (&buf
             y += red[tid][w];
             if (PAIRED) y_up += red[tid + RL][w];
         }
-        gemv_epilogue(p, lr + tid, y, y_up, best);
+        gemv_epilogue(p, lr + tid, y, y_up, best, st ? rp + (lr + tid - r_begin) * st : nullptr);
     }
 }
 
@@ -109,34 +151,48 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     constexpr int RL = PAIRED ? RB / 2 : RB;
     __shared__ float red[2][RB][kMaxWarps];
     __shared__ float red32[32];
-    extern __shared__ float head_ss[];
+    extern __shared__ float dyn[];  // head-norm sums, then the epilogue operands of the CTA's rows
     const int nch = int(p.cols >> 3);
     const int64_t L = PAIRED ? p.rows / 2 : p.rows;
     const int64_t r_begin = L * blockIdx.x / gridDim.x, r_end = L * (blockIdx.x + 1) / gridDim.x;
     const uint4 *W = reinterpret_cast<const uint4 *>(p.w);
+    float *head_ss = dyn;
+    float *rp = dyn + (p.pro == GemvPrologue::HeadNorm ? p.cols / p.head_dim + nch : 0);
+    const int st = row_stride(p);
 
+    op_trace(p.trace, 0);
+    // Before the wait: what no kernel of the pass writes. The weight rows go last, so that the
+    // small operands are not queued behind them.
+    float nw[CPT][8];
+    gemv_prologue_weights<CPT>(p.pro, p.norm_w, p.head_dim, p.cols, nw);
+    gemv_load_row_params(p, r_begin, r_end, rp);
+    const uint64_t policy = l2_evict_first_policy();
     uint4 wa[RB][CPT], wb[RB][CPT];
-    gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch);  // weights: safe before the wait
+    gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch, policy);
     pdl_wait();
     pdl_trigger();
+    op_trace(p.trace, 1);
     if (p.clear_after_wait && blockIdx.x == 0 && threadIdx.x == 0) *p.clear_after_wait = 0;
+    gemv_load_residual(p, r_begin, r_end, rp);
     float xr[CPT][8];
-    gemv_prologue<CPT>(p, xr, red32, head_ss);
+    gemv_prologue_x<CPT>(p.pro, p.x, nw, p.eps, p.z, p.head_dim, p.use_gate, p.cols, xr, red32, head_ss);
+    op_trace(p.trace, 2);
 
     unsigned long long best = 0;
     int par = 0;
     for (int64_t lr = r_begin; lr < r_end;) {
-        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch);
-        gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best);
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch, policy);
+        gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best, rp, r_begin, st);
         par ^= 1;
         lr += RL;
         if (lr >= r_end) break;
-        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch);
-        gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best);
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch, policy);
+        gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best, rp, r_begin, st);
         par ^= 1;
         lr += RL;
     }
     if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
+    op_trace(p.trace, 3);
 }
 
 // Fallback for any shape (cols not a multiple of 8, very long rows): x in shared memory, one warp
@@ -187,7 +243,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
         }
         y = warp_sum(y);
         y_up = warp_sum(y_up);
-        if (lane == 0) gemv_epilogue(p, r, y, y_up, best);
+        if (lane == 0) gemv_epilogue(p, r, y, y_up, best, nullptr);
     }
     if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
 }
@@ -215,6 +271,20 @@ KernelFn pick(bool paired) {
     return paired ? gemv_kernel<CPT, RB, true> : gemv_kernel<CPT, RB, false>;
 }
 
+// Raises a kernel's dynamic shared-memory limit to `smem` once (the first decoding step runs
+// eagerly, outside any capture).
+cudaError_t allow_smem(KernelFn fn, size_t smem) {
+    if (smem <= 48 * 1024) return cudaSuccess;
+    static std::mutex mu;
+    static std::map<void *, size_t> raised;
+    std::lock_guard<std::mutex> lock(mu);
+    size_t &r = raised[reinterpret_cast<void *>(fn)];
+    if (smem <= r) return cudaSuccess;
+    const cudaError_t e = cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (e == cudaSuccess) r = smem;
+    return e;
+}
+
 }  // namespace
 
 cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
@@ -227,18 +297,8 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
         const int threads = 256;
         size_t smem = size_t(p.cols) * 4;
         if (p.pro == GemvPrologue::HeadNorm) smem += size_t(p.cols / p.head_dim) * 4;
-        if (smem > 48 * 1024) {
-            // Raised once per size (the first decoding step runs eagerly, outside any capture).
-            static std::mutex mu;
-            static size_t raised = 48 * 1024;
-            std::lock_guard<std::mutex> lock(mu);
-            if (smem > raised) {
-                cudaError_t e = cudaFuncSetAttribute(gemv_generic_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                     int(smem));
-                if (e != cudaSuccess) return e;
-                raised = smem;
-            }
-        }
+        const cudaError_t e = allow_smem(gemv_generic_kernel, smem);
+        if (e != cudaSuccess) return e;
         const int per_sm = p.ctas_per_sm > 0 ? p.ctas_per_sm : ctas_per_sm(gemv_generic_kernel, threads, smem);
         const int grid = int(std::min<int64_t>(ceil_div(L, threads / 32), int64_t(per_sm) * ctx.sm_count));
         return launch_kernel(gemv_generic_kernel, dim3(grid), dim3(threads), smem, ctx, p);
@@ -252,9 +312,13 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
     else if (cpt == 2) fn = pick<2, 4>(paired), rb = 4;
     else fn = pick<4, 2>(paired), rb = 2;
     const int rl = paired ? rb / 2 : rb;
-    const size_t smem = head_smem;
-    const int per_sm = p.ctas_per_sm > 0 ? p.ctas_per_sm : ctas_per_sm(fn, threads, smem);
+    // The grid is sized before the epilogue operands (their size depends on the rows per CTA); the
+    // occupancy query sees the head-norm part only, which the operands (a few KB) do not change.
+    const int per_sm = p.ctas_per_sm > 0 ? p.ctas_per_sm : ctas_per_sm(fn, threads, head_smem);
     const int grid = int(std::min<int64_t>(ceil_div(L, rl), int64_t(per_sm) * ctx.sm_count));
+    const size_t smem = head_smem + size_t(ceil_div(L, grid)) * size_t(row_stride(p)) * 4;
+    const cudaError_t e = allow_smem(fn, smem);
+    if (e != cudaSuccess) return e;
     return launch_kernel(fn, dim3(grid), dim3(threads), smem, ctx, p);
 }
 

@@ -33,20 +33,46 @@ __device__ __forceinline__ float chunk_dot(const uint4 (&w)[CPT], const float (&
     return a;
 }
 
-// Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
-// of x, with the prologue applied (T = blockDim.x). `red32` holds 32 floats; `head_ss` (HeadNorm)
-// cols/head_dim + cols/8 floats. Contains __syncthreads(): call uniformly across the block.
+// The norm weights of this thread's columns c = (tid + s*T)*8 + e of a vectorised GEMV (RmsNorm:
+// norm_w[c]; HeadNorm: norm_w[c % hd]; None: unused). Apart from the input vector because they are
+// weights: a kernel reads them before its grid-dependency wait.
 template <int CPT>
-__device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x, const float *norm_w, float eps,
-                                                const float *z, int hd, int use_gate, int64_t cols,
-                                                float (&xr)[CPT][8], float *red32, float *head_ss) {
+__device__ __forceinline__ void gemv_prologue_weights(GemvPrologue pro, const float *norm_w, int hd, int64_t cols,
+                                                      float (&nw)[CPT][8]) {
     const int T = blockDim.x, tid = threadIdx.x;
     const int nch = int(cols >> 3);
 #pragma unroll
     for (int s = 0; s < CPT; ++s) {
         const int ch = tid + s * T;
 #pragma unroll
-        for (int e = 0; e < 8; ++e) xr[s][e] = ch < nch ? x[ch * 8 + e] : 0.f;
+        for (int e = 0; e < 8; ++e) {
+            const int c = ch * 8 + e;
+            nw[s][e] = (pro == GemvPrologue::None || ch >= nch) ? 0.f
+                                                                 : norm_w[pro == GemvPrologue::HeadNorm ? c % hd : c];
+        }
+    }
+}
+
+// Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
+// of x, with the prologue applied (T = blockDim.x; nw from gemv_prologue_weights). x and the gate
+// input z are loaded together, one round trip. `red32` holds 32 floats; `head_ss` (HeadNorm)
+// cols/head_dim + cols/8 floats. Contains __syncthreads(): call uniformly across the block.
+template <int CPT>
+__device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x, const float (&nw)[CPT][8],
+                                                float eps, const float *z, int hd, int use_gate, int64_t cols,
+                                                float (&xr)[CPT][8], float *red32, float *head_ss) {
+    const int T = blockDim.x, tid = threadIdx.x;
+    const int nch = int(cols >> 3);
+    const bool gated = pro == GemvPrologue::HeadNorm && use_gate;
+    float zr[CPT][8];
+#pragma unroll
+    for (int s = 0; s < CPT; ++s) {
+        const int ch = tid + s * T;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            xr[s][e] = ch < nch ? x[ch * 8 + e] : 0.f;
+            zr[s][e] = gated && ch < nch ? z[ch * 8 + e] : 0.f;
+        }
     }
     if (pro == GemvPrologue::RmsNorm) {
         float ss = 0.f;
@@ -61,7 +87,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
             const int ch = tid + s * T;
             if (ch < nch)
 #pragma unroll
-                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * norm_w[ch * 8 + e];
+                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * nw[s][e];
         }
     } else if (pro == GemvPrologue::HeadNorm) {
         // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
@@ -93,9 +119,8 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
                 const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
-                    const int c = c0 + e;
-                    const float gate = use_gate ? siluf_(z[c]) : 1.f;
-                    xr[s][e] = xr[s][e] * inv * norm_w[c % hd] * gate;
+                    const float gate = use_gate ? siluf_(zr[s][e]) : 1.f;
+                    xr[s][e] = xr[s][e] * inv * nw[s][e] * gate;
                 }
             }
         }
@@ -122,6 +147,36 @@ __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cach
     }
     if (r < row_a) return y;  // z, gated later
     if (r < row_b) return -expf(A_log[r - row_a]) * softplusf_(y + dt_bias[r - row_a]);
+    return sigmoidf_(y) * beta_scale;
+}
+
+// One conv row from operands staged on chip: `cs` holds the W taps then the W-1 window values
+// (oldest first); inproj_row's formula and tap order. Shifts the window into `cache` (the row's
+// column of the [W-1][CC] cache) and appends y. WC > 0: W known at compile time.
+template <int WC>
+__device__ __forceinline__ float conv_row(const float *cs, float *cache, int64_t CC, int W, float y) {
+    const int w = WC > 0 ? WC : W;
+    float acc = 0.f;
+#pragma unroll
+    for (int j = 0; j < w - 1; ++j) acc += cs[j] * cs[w + j];
+    acc += cs[w - 1] * y;
+#pragma unroll
+    for (int j = 0; j + 1 < w - 1; ++j) cache[j * CC] = cs[w + j + 1];
+    if (w > 1) cache[(w - 2) * CC] = y;
+    return acc;
+}
+
+// inproj_row with the row's operands staged on chip in `rp`: conv rows in conv_row's layout, a rows
+// (A_log, dt_bias). Bitwise the same results.
+__device__ __forceinline__ float inproj_row_from(int64_t r, float y, const float *rp, float *conv_cache, int W,
+                                                 int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
+                                                 float beta_scale) {
+    if (r < CC) {
+        if (!use_conv) return siluf_(y);
+        return siluf_(W == 4 ? conv_row<4>(rp, conv_cache + r, CC, 4, y) : conv_row<0>(rp, conv_cache + r, CC, W, y));
+    }
+    if (r < row_a) return y;
+    if (r < row_b) return -expf(rp[0]) * softplusf_(y + rp[1]);
     return sigmoidf_(y) * beta_scale;
 }
 

@@ -25,5 +25,12 @@ struct PendingFactors {
     const float *u = nullptr;                // [nodes][HV*V] residuals
 };
 
+// Diagnostics (bench_decode --trace): a kernel given a trace slot of kOpTraceSlots words stamps
+// the global timer at kOpTracePhases points (entry, past the grid-dependency wait, input vector
+// ready, exit) as the earliest and the latest CTA: slot[2*phase] = min, slot[2*phase + 1] = max.
+// The host fills the minima with all ones and the maxima with zero before the step.
+constexpr int32_t kOpTracePhases = 4;
+constexpr int32_t kOpTraceSlots = 2 * kOpTracePhases;
+
 }  // namespace kern
 }  // namespace specla

@@ -138,7 +138,9 @@ if has trace; then
     sed -n '/persistent step timeline/,$p' "$OUT/trace.log" >>"$summary"
 fi
 if has bench; then
-    timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" >"$OUT/bench.log" 2>&1
+    # SPECLA_BENCH_ARGS: extra arguments (e.g. --l2-sweep 0,8,16 --repeats 5).
+    timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" ${SPECLA_BENCH_ARGS:-} \
+        >"$OUT/bench.log" 2>&1
     note "== bench_decode: rc=$? after $(elapsed) s"
 fi
 

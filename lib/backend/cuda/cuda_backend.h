@@ -54,7 +54,9 @@ struct CudaBackendOptions {
     // so off by default.
     bool fused_decode = false;
     // Diagnostics for benchmarks: device buffer that the persistent step fills with phase
-    // timestamps (kern::DecodeStepParams::trace); null in normal use.
+    // timestamps (kern::DecodeStepParams::trace), or, for the kernel-per-op step, with each
+    // kernel's timeline (kern::kOpTraceSlots words per kernel: in_proj, recurrent, o_proj, gate_up,
+    // down per layer, then lm_head); null in normal use.
     unsigned long long *decode_trace = nullptr;
 };
 

@@ -60,6 +60,10 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         return;
     }
     check(kern::launch_embedding(weights_->embeddings, st.d_tokens, 1, D, st.h, st.d_argmax, first), "embedding");
+    int kernel_index = 0;  // in the step: trace slots
+    auto trace = [&]() {
+        return options_.decode_trace ? options_.decode_trace + kern::kOpTraceSlots * kernel_index++ : nullptr;
+    };
 
     for (int l = 0; l < c.num_layers; ++l) {
         const DeviceLayer &w = weights_->layers[size_t(l)];
@@ -72,6 +76,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         in.use_short_conv = c.use_short_conv;
         in.row_a = lay.a, in.row_b = lay.b, in.A_log = w.A_log, in.dt_bias = w.dt_bias;
         in.beta_scale = beta_scale(c);
+        in.trace = trace();
         check(kern::launch_gemv(in, ctx), "in_proj");
 
         kern::RecurrentParams rp;
@@ -85,6 +90,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         rp.o = st.o, rp.o_tstride = VD, rp.o_hstride = V;
         rp.normalize = 1, rp.q_scale = 1.f / std::sqrt(float(K));
         rp.pending = pending_of(st, l);  // deferred commit: applied when the device count is > 0
+        rp.trace = trace();
         check(kern::launch_gdn_recurrent(rp, ctx), "recurrent step");
 
         kern::GemvParams op;
@@ -92,18 +98,21 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         op.pro = kern::GemvPrologue::HeadNorm, op.x = st.o, op.norm_w = w.o_norm, op.eps = c.norm_eps;
         op.z = c.use_gate ? st.proj + lay.g : nullptr, op.head_dim = V, op.use_gate = c.use_gate;
         op.epi = kern::GemvEpilogue::Add, op.out = st.h;
+        op.trace = trace();
         check(kern::launch_gemv(op, ctx), "o_proj");
 
         kern::GemvParams gu;
         gu.w = w.gate_up, gu.rows = 2 * I, gu.cols = D;
         gu.pro = kern::GemvPrologue::RmsNorm, gu.x = st.h, gu.norm_w = w.mlp_norm, gu.eps = c.norm_eps;
         gu.epi = kern::GemvEpilogue::SwiGLU, gu.out = st.gu;
+        gu.trace = trace();
         check(kern::launch_gemv(gu, ctx), "gate_up");
 
         kern::GemvParams dn;
         dn.w = w.down, dn.rows = D, dn.cols = I;
         dn.pro = kern::GemvPrologue::None, dn.x = st.gu;
         dn.epi = kern::GemvEpilogue::Add, dn.out = st.h;
+        dn.trace = trace();
         check(kern::launch_gemv(dn, ctx), "down");
     }
 
@@ -112,6 +121,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     lm.pro = kern::GemvPrologue::RmsNorm, lm.x = st.h, lm.norm_w = weights_->final_norm, lm.eps = c.norm_eps;
     lm.epi = kern::GemvEpilogue::Logits, lm.out = st.logits, lm.argmax = st.d_argmax;
     lm.clear_after_wait = st.desc;  // every layer has applied the pending factors by then
+    lm.trace = trace();
     check(kern::launch_gemv(lm, ctx), "lm_head");
     check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
 }
