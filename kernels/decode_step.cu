@@ -704,7 +704,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
                     out = siluf_(acc);
                 } else {
                     out = inproj_row(r, y, Ly.conv_cache, Ly.conv_w, p.conv_size, p.CC, p.use_conv, p.row_a, p.row_b,
-                                     Ly.A_log, Ly.dt_bias, p.beta_scale);
+                                     Ly.A_log, Ly.dt_bias, p.beta_scale, 0);
                 }
                 p.proj[r] = out;
             });

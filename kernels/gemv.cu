@@ -56,9 +56,9 @@ __device__ __forceinline__ void gemv_epilogue(const GemvParams &p, int64_t r, fl
             break;
         case GemvEpilogue::InProj:
             p.out[r] = rp ? inproj_row_from(r, y, rp, p.conv_cache, p.conv_size, p.conv_channels, p.use_short_conv,
-                                            p.row_a, p.row_b, p.beta_scale)
+                                            p.row_a, p.row_b, p.beta_scale, p.silu_z)
                           : inproj_row(r, y, p.conv_cache, p.conv_w, p.conv_size, p.conv_channels, p.use_short_conv,
-                                       p.row_a, p.row_b, p.A_log, p.dt_bias, p.beta_scale);
+                                       p.row_a, p.row_b, p.A_log, p.dt_bias, p.beta_scale, p.silu_z);
             break;
     }
 }
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
         __syncthreads();
         for (int64_t c = tid; c < cols; c += T) {
             const float inv = 1.f / sqrtf(head_ss[c / hd] / float(hd) + p.eps);
-            const float gate = p.use_gate ? siluf_(p.z[c]) : 1.f;
+            const float gate = p.use_gate == 2 ? p.z[c] : p.use_gate ? siluf_(p.z[c]) : 1.f;
             x[c] = x[c] * inv * p.norm_w[c % hd] * gate;
         }
     }

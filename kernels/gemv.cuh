@@ -14,7 +14,8 @@ namespace kern {
 enum class GemvPrologue : int32_t {
     None = 0,     // x as given
     RmsNorm = 1,  // x / sqrt(mean(x^2) + eps) * norm_w
-    HeadNorm = 2  // per head of head_dim: x / sqrt(mean(x_head^2) + eps) * norm_w[c % head_dim] * (silu(z) if use_gate)
+    HeadNorm = 2  // per head of head_dim: x / sqrt(mean(x_head^2) + eps) * norm_w[c % head_dim] * gate
+                  // (gate: silu(z) if use_gate == 1, z if use_gate == 2 (already silu'd), else 1)
 };
 
 enum class GemvEpilogue : int32_t {
@@ -35,7 +36,7 @@ struct GemvParams {
     float eps = 1e-6f;
     const float *z = nullptr;  // HeadNorm gate input [cols]
     int32_t head_dim = 0;
-    int32_t use_gate = 0;
+    int32_t use_gate = 0;  // HeadNorm: 0 none, 1 silu(z), 2 z holds silu(z) (see silu_z)
 
     GemvEpilogue epi = GemvEpilogue::Store;
     float *out = nullptr;
@@ -47,6 +48,9 @@ struct GemvParams {
     int64_t row_a = 0, row_b = 0;  // first rows of a and b (z rows are [conv_channels, row_a))
     const float *A_log = nullptr, *dt_bias = nullptr;
     float beta_scale = 1.f;  // 2 with allow_neg_eigval
+    // 1: the z rows store silu(z), so that the next HeadNorm (use_gate = 2) does not compute the
+    // gate of every column again in every CTA (the same function of the same value: same bits).
+    int32_t silu_z = 0;
 
     unsigned long long *argmax = nullptr;  // Logits epilogue; reset to 0 before the pass
     // Optional word set to 0 by one thread after the grid-dependency wait, i.e. once every earlier

@@ -119,7 +119,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
                 const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
-                    const float gate = use_gate ? siluf_(zr[s][e]) : 1.f;
+                    const float gate = use_gate == 2 ? zr[s][e] : use_gate ? siluf_(zr[s][e]) : 1.f;
                     xr[s][e] = xr[s][e] * inv * nw[s][e] * gate;
                 }
             }
@@ -133,7 +133,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
 // as the CPU engine (CpuBackend::mix_chain, cpu::gdn_decay_log, cpu::gdn_beta).
 __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cache, const float *conv_w, int W,
                                             int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
-                                            const float *A_log, const float *dt_bias, float beta_scale) {
+                                            const float *A_log, const float *dt_bias, float beta_scale, int silu_z) {
     if (r < CC) {
         if (!use_conv) return siluf_(y);
         const float *w = conv_w + r * W;
@@ -145,7 +145,7 @@ __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cach
         if (W > 1) cache[(W - 2) * CC] = y;
         return siluf_(acc);
     }
-    if (r < row_a) return y;  // z, gated later
+    if (r < row_a) return silu_z ? siluf_(y) : y;  // z (the gate of the head norm)
     if (r < row_b) return -expf(A_log[r - row_a]) * softplusf_(y + dt_bias[r - row_a]);
     return sigmoidf_(y) * beta_scale;
 }
@@ -170,12 +170,12 @@ __device__ __forceinline__ float conv_row(const float *cs, float *cache, int64_t
 // (A_log, dt_bias). Bitwise the same results.
 __device__ __forceinline__ float inproj_row_from(int64_t r, float y, const float *rp, float *conv_cache, int W,
                                                  int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
-                                                 float beta_scale) {
+                                                 float beta_scale, int silu_z) {
     if (r < CC) {
         if (!use_conv) return siluf_(y);
         return siluf_(W == 4 ? conv_row<4>(rp, conv_cache + r, CC, 4, y) : conv_row<0>(rp, conv_cache + r, CC, W, y));
     }
-    if (r < row_a) return y;
+    if (r < row_a) return silu_z ? siluf_(y) : y;
     if (r < row_b) return -expf(rp[0]) * softplusf_(y + rp[1]);
     return sigmoidf_(y) * beta_scale;
 }

@@ -133,6 +133,12 @@ void run_gemv_case(Rand &rnd, const GemvCase &gc, const kern::LaunchCtx &ctx) {
     p.w = dw.p, p.rows = R, p.cols = Cn;
     p.pro = gc.pro, p.x = dx.p, p.norm_w = dn.p, p.eps = eps, p.z = gc.gate ? dz.p : nullptr;
     p.head_dim = gc.head_dim, p.use_gate = gc.gate;
+    // Half the gated cases get z already through silu (use_gate = 2, as the decoding step's in_proj
+    // leaves it): the same reference.
+    std::vector<float> zs(z.size());
+    for (size_t i = 0; i < z.size(); ++i) zs[i] = cpu::silu(z[i]);
+    if (gc.gate && rnd.integer(0, 1)) dz.upload(zs), p.use_gate = 2;
+    INFO("use_gate=", p.use_gate);
     p.epi = gc.epi, p.out = dout.p, p.argmax = dam.p;
     p.force_generic = gc.generic;
     CK(kern::launch_gemv(p, ctx));
@@ -180,6 +186,7 @@ TEST_CASE("cuda kernels: in_proj GEMV epilogue (conv + SiLU, gates) vs CPU refer
     const auto ctx = test_ctx();
     for (int generic = 0; generic < 2; ++generic) {
         for (int use_conv = 0; use_conv < 2; ++use_conv) {
+            const int silu_z = rnd.integer(0, 1);  // z rows stored through silu (decoding step) or raw
             const int H = 2, HV = 4, K = 16, V = 24, W = 4, D = 64;
             const int KD = H * K, VD = HV * V, CC = 2 * KD + VD;
             const int64_t row_g = CC, row_a = row_g + VD, row_b = row_a + HV, R = row_b + HV;
@@ -208,7 +215,7 @@ TEST_CASE("cuda kernels: in_proj GEMV epilogue (conv + SiLU, gates) vs CPU refer
                         out = cpu::silu(yv);
                     }
                 } else if (r < row_a) {
-                    out = yv;
+                    out = silu_z ? cpu::silu(yv) : yv;
                 } else if (r < row_b) {
                     out = cpu::gdn_decay_log(yv, A_log[size_t(r - row_a)], dt_bias[size_t(r - row_a)]);
                 } else {
@@ -224,10 +231,10 @@ TEST_CASE("cuda kernels: in_proj GEMV epilogue (conv + SiLU, gates) vs CPU refer
             p.eps = 1e-6f, p.epi = kern::GemvEpilogue::InProj, p.out = dout.p;
             p.conv_cache = dcache.p, p.conv_w = dcw.p, p.conv_size = W, p.conv_channels = CC;
             p.use_short_conv = use_conv, p.row_a = row_a, p.row_b = row_b, p.A_log = dA.p, p.dt_bias = ddt.p;
-            p.beta_scale = 2.f, p.force_generic = generic;
+            p.beta_scale = 2.f, p.force_generic = generic, p.silu_z = silu_z;
             CK(kern::launch_gemv(p, ctx));
             CK(cudaDeviceSynchronize());
-            INFO("generic=", generic, " conv=", use_conv);
+            INFO("generic=", generic, " conv=", use_conv, " silu_z=", silu_z);
             CHECK(max_rel(dout.download(), want) <= 1e-4);
             if (use_conv) CHECK(max_rel(dcache.download(), cache) <= 1e-5);
         }

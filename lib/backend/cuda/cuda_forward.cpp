@@ -76,6 +76,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         in.use_short_conv = c.use_short_conv;
         in.row_a = lay.a, in.row_b = lay.b, in.A_log = w.A_log, in.dt_bias = w.dt_bias;
         in.beta_scale = beta_scale(c);
+        in.silu_z = c.use_gate;  // o_proj's head norm takes the gate as computed here
         in.trace = trace();
         check(kern::launch_gemv(in, ctx), "in_proj");
 
@@ -96,7 +97,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         kern::GemvParams op;
         op.w = w.o_proj, op.rows = D, op.cols = VD;
         op.pro = kern::GemvPrologue::HeadNorm, op.x = st.o, op.norm_w = w.o_norm, op.eps = c.norm_eps;
-        op.z = c.use_gate ? st.proj + lay.g : nullptr, op.head_dim = V, op.use_gate = c.use_gate;
+        op.z = c.use_gate ? st.proj + lay.g : nullptr, op.head_dim = V, op.use_gate = c.use_gate ? 2 : 0;
         op.epi = kern::GemvEpilogue::Add, op.out = st.h;
         op.trace = trace();
         check(kern::launch_gemv(op, ctx), "o_proj");
