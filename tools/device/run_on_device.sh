@@ -54,6 +54,7 @@ note "== nvcc: $(nvcc --version 2>/dev/null | tail -1); cmake: $(cmake --version
 
 build="$root/build-cuda"
 tests_bin="$build/tests/specla_internal_tests"
+api_bin="$build/tests/specla_api_tests"
 bench_bin="$build/bench/bench_decode"
 
 if has build; then
@@ -85,6 +86,14 @@ if has prebuilt; then
         done
         tests_bin=/tmp/specla-prebuilt/specla_internal_tests
         bench_bin=/tmp/specla-prebuilt/bench_decode
+        # Optional: the public-API tests with the shared library they link.
+        if [ -e "$pre/specla_api_tests.gz" ] && [ -e "$pre/libspecla.so.0.gz" ]; then
+            gunzip -c "$pre/specla_api_tests.gz" >/tmp/specla-prebuilt/specla_api_tests
+            gunzip -c "$pre/libspecla.so.0.gz" >/tmp/specla-prebuilt/libspecla.so.0
+            chmod +x /tmp/specla-prebuilt/specla_api_tests
+            api_bin=/tmp/specla-prebuilt/specla_api_tests
+            export LD_LIBRARY_PATH="/tmp/specla-prebuilt:$LD_LIBRARY_PATH"
+        fi
         note "== using the carried prebuilt programs"
     else
         note "no prebuilt programs carried"; exit 1
@@ -97,7 +106,7 @@ if has verify; then
     grep -E "seed|bitwise|rel err|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/verify.log" | head -80 >>"$summary"
 fi
 if has api; then
-    timeout "${SPECLA_API_LIMIT:-180}" "$build/tests/specla_api_tests" --no-intro=true -tc="cuda:*" >"$OUT/api.log" 2>&1
+    timeout "${SPECLA_API_LIMIT:-180}" "$api_bin" --no-intro=true -tc="cuda:*" >"$OUT/api.log" 2>&1
     note "== API CUDA speculative tests: rc=$? after $(elapsed) s"
     grep -E "speculative cuda|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/api.log" | head -30 >>"$summary"
 fi
