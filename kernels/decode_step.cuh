@@ -19,8 +19,9 @@
 // GEMV that mirrors gemv.cu, agree bit for bit. CPU references as listed in gemv.cuh and
 // gdn_recurrent.cuh.
 //
-// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.71 ms per step against 1.26 ms
-// for one kernel per op with PDL, so the backend leaves it off by default
+// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.71 ms per step against 1.13 ms
+// for one kernel per op with PDL (1.26 before that path's latency work), so the backend leaves it
+// off by default
 // (CudaBackendOptions::fused_decode). A layer takes ~68 us against ~26 us of weight streaming, and
 // the consumers, not the stream, set it: the producer is ahead at every phase, and limiting it to
 // 1, 2 or 3 stages in flight changes nothing. Per layer: in_proj prologue ~4 us, rows ~10 us
@@ -28,9 +29,12 @@
 // prologue ~8 us, o_proj rows ~2.5 us, barrier ~2.3 us, gate_up prologue ~3 us, rows ~12 us,
 // barrier ~2.5 us, down rows ~10.5 us (shared-memory input vector), barrier ~2.5 us. The finer
 // trace shows each activation read through L2 taking 3-4 us in this kernel (recurrent inputs,
-// gated-norm inputs), and ~3 us to build the gated-norm vector in registers. Not understood yet,
-// and next to look at; then fewer barriers (o_proj split by head with a deterministic
-// second-stage sum), the down rows from registers, and two rows per warp.
+// gated-norm inputs), and ~3 us to build the gated-norm vector in registers. The per-op path's
+// timeline (bench/RESULTS.md) shows the same effect there: an L2 round trip costs ~1.2 us while
+// the weights stream, so every dependent read after a barrier is on the critical path. Next: the
+// per-op path's fixes (parameters read before the barrier, the gate computed once), fewer
+// barriers (o_proj split by head with a deterministic second-stage sum), the down rows from
+// registers, and two rows per warp.
 #pragma once
 
 #include "launch_common.cuh"
