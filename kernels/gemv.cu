@@ -106,13 +106,11 @@ __device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned 
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W, int64_t lr, int64_t r_end,
                                           int64_t L, int nch, uint64_t policy) {
-    constexpr int RL = PAIRED ? RB / 2 : RB;
     const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < RB; ++i) {
-        const int li = PAIRED ? (i % RL) : i;
-        const bool row_ok = lr + li < r_end;
-        const int64_t pr = PAIRED ? (i < RL ? lr + i : L + lr + (i - RL)) : lr + i;
+        const bool row_ok = block_row_ok<RB, PAIRED>(i, lr, r_end);
+        const int64_t pr = block_row<RB, PAIRED>(i, lr, L);
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
@@ -157,7 +155,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     const int64_t r_begin = L * blockIdx.x / gridDim.x, r_end = L * (blockIdx.x + 1) / gridDim.x;
     const uint4 *W = reinterpret_cast<const uint4 *>(p.w);
     float *head_ss = dyn;
-    float *rp = dyn + (p.pro == GemvPrologue::HeadNorm ? p.cols / p.head_dim + nch : 0);
+    float *rp = dyn + (p.pro == GemvPrologue::HeadNorm ? head_norm_floats(p.cols, p.head_dim) : 0);
     const int st = row_stride(p);
 
     op_trace(p.trace, 0);
@@ -291,7 +289,6 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
     const bool paired = p.epi == GemvEpilogue::SwiGLU;
     const int64_t L = paired ? p.rows / 2 : p.rows;
     if (L <= 0) return cudaSuccess;
-    const int64_t nch = p.cols / 8;
     const bool vec = gemv_vectorised(p);
     if (!vec) {
         const int threads = 256;
@@ -305,7 +302,7 @@ cudaError_t launch_gemv(const GemvParams &p, const LaunchCtx &ctx) {
     }
     const int cpt = gemv_cpt(p.cols);
     const int threads = gemv_threads(p.cols);
-    const size_t head_smem = p.pro == GemvPrologue::HeadNorm ? size_t(p.cols / p.head_dim + nch) * 4 : 0;
+    const size_t head_smem = p.pro == GemvPrologue::HeadNorm ? size_t(head_norm_floats(p.cols, p.head_dim)) * 4 : 0;
     KernelFn fn;
     int rb;
     if (cpt == 1) fn = pick<1, 8>(paired), rb = 8;

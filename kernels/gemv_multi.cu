@@ -66,13 +66,11 @@ __device__ __forceinline__ void cp_async_wait() {
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void multi_issue(uint4 *ring, int slot, const uint4 *W, int64_t lr, int64_t r_end, int64_t L,
                                             int nch) {
-    constexpr int RL = PAIRED ? RB / 2 : RB;
     const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < RB; ++i) {
-        const int li = PAIRED ? (i % RL) : i;
-        const bool row_ok = lr + li < r_end;
-        const int64_t pr = PAIRED ? (i < RL ? lr + i : L + lr + (i - RL)) : lr + i;
+        const bool row_ok = block_row_ok<RB, PAIRED>(i, lr, r_end);
+        const int64_t pr = block_row<RB, PAIRED>(i, lr, L);
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;

@@ -53,10 +53,32 @@ __device__ __forceinline__ void gemv_prologue_weights(GemvPrologue pro, const fl
     }
 }
 
+// Shared floats of the HeadNorm prologue: the per-head sums, then the per-chunk sums with one pad
+// float after each head's (cols/8 chunks, hd/8 per head), so that the threads summing different
+// heads read different banks.
+__host__ __device__ __forceinline__ int64_t head_norm_floats(int64_t cols, int hd) {
+    const int64_t n_heads = cols / hd;
+    return n_heads + n_heads * (hd / 8 + 1);
+}
+
+// The row of the weight matrix in slot i of a block of RB rows starting at block row lr (SwiGLU:
+// the first RB/2 slots are gate rows, the rest the matching up rows, L rows further), and whether
+// the slot holds a row below r_end.
+template <int RB, bool PAIRED>
+__device__ __forceinline__ int64_t block_row(int i, int64_t lr, int64_t L) {
+    constexpr int RL = PAIRED ? RB / 2 : RB;
+    return PAIRED ? (i < RL ? lr + i : L + lr + (i - RL)) : lr + i;
+}
+template <int RB, bool PAIRED>
+__device__ __forceinline__ bool block_row_ok(int i, int64_t lr, int64_t r_end) {
+    constexpr int RL = PAIRED ? RB / 2 : RB;
+    return lr + (PAIRED ? i % RL : i) < r_end;
+}
+
 // Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
 // of x, with the prologue applied (T = blockDim.x; nw from gemv_prologue_weights). x and the gate
 // input z are loaded together, one round trip. `red32` holds 32 floats; `head_ss` (HeadNorm)
-// cols/head_dim + cols/8 floats. Contains __syncthreads(): call uniformly across the block.
+// head_norm_floats(cols, hd) floats. Contains __syncthreads(): call uniformly across the block.
 template <int CPT>
 __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x, const float (&nw)[CPT][8],
                                                 float eps, const float *z, int hd, int use_gate, int64_t cols,
@@ -93,7 +115,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
         // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
         // are added in a fixed order per head (deterministic, unlike shared-memory atomics).
         const int n_heads = int(cols / hd), cph = hd / 8;
-        float *chunk_ss = head_ss + n_heads;
+        float *chunk_ss = head_ss + n_heads;  // head i's chunk q at i * (cph + 1) + q
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
@@ -101,13 +123,23 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
                 float ss = 0.f;
 #pragma unroll
                 for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-                chunk_ss[ch] = ss;
+                chunk_ss[ch + ch / cph] = ss;
             }
         }
         __syncthreads();
         for (int i = tid; i < n_heads; i += T) {
             float ss = 0.f;
-            for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
+            // In chunk order (the other implementations' order); eight loads ahead of the adds.
+            const float *cs = chunk_ss + i * (cph + 1);
+            int q = 0;
+            for (; q + 8 <= cph; q += 8) {
+                float v[8];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) v[u] = cs[q + u];
+#pragma unroll
+                for (int u = 0; u < 8; ++u) ss += v[u];
+            }
+            for (; q < cph; ++q) ss += cs[q];
             head_ss[i] = ss;
         }
         __syncthreads();
