@@ -66,8 +66,8 @@ __global__ void __launch_bounds__(kThreads) conv_prefill_kernel(const ConvPrefil
     for (int hv = tid; hv < HV; hv += blockDim.x) {
         const float a = p.proj[int64_t(t) * p.proj_ld + p.row_a + hv];
         const float b = p.proj[int64_t(t) * p.proj_ld + p.row_b + hv];
-        p.g[hv * Tp + t] = -expf(p.A_log[hv]) * softplusf_(a + p.dt_bias[hv]);
-        p.beta[hv * Tp + t] = sigmoidf_(b) * p.beta_scale;
+        p.g[hv * Tp + t] = gdn_decay_logf_(a, p.A_log[hv], p.dt_bias[hv]);
+        p.beta[hv * Tp + t] = gdn_betaf_(b, p.beta_scale);
     }
 }
 

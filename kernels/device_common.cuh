@@ -71,6 +71,13 @@ __device__ __forceinline__ uint16_t float_to_bf16(float f) {
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.f / (1.f + expf(-x)); }
 __device__ __forceinline__ float siluf_(float x) { return x * sigmoidf_(x); }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.f ? x : log1pf(expf(x)); }
+// Gated DeltaNet gates of a value head (cpu::gdn_decay_log, cpu::gdn_beta): the log decay from the
+// head's `a` projection, and beta from its `b` projection (scale 2 with allow_neg_eigval). One
+// definition for every kernel, so that decoding, verification and blocks agree bit for bit.
+__device__ __forceinline__ float gdn_decay_logf_(float a, float A_log, float dt_bias) {
+    return -expf(A_log) * softplusf_(a + dt_bias);
+}
+__device__ __forceinline__ float gdn_betaf_(float b, float scale) { return sigmoidf_(b) * scale; }
 
 // ---- reductions ---------------------------------------------------------------------------------------
 __device__ __forceinline__ float warp_sum(float v) {

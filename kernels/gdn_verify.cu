@@ -48,8 +48,8 @@ __global__ void __launch_bounds__(kThreads) verify_conv_kernel(const VerifyConvP
         p.act[t * p.CC + c] = out;
     } else if (c < p.CC + p.HV) {
         const int hv = int(c - p.CC);
-        p.g[t * p.HV + hv] = -expf(p.A_log[hv]) * softplusf_(row[p.row_a + hv] + p.dt_bias[hv]);
-        p.beta[t * p.HV + hv] = sigmoidf_(row[p.row_b + hv]) * p.beta_scale;
+        p.g[t * p.HV + hv] = gdn_decay_logf_(row[p.row_a + hv], p.A_log[hv], p.dt_bias[hv]);
+        p.beta[t * p.HV + hv] = gdn_betaf_(row[p.row_b + hv], p.beta_scale);
     }
 }
 

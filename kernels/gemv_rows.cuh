@@ -159,9 +159,19 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
     }
 }
 
+// The in_proj rows past the conv channels: z (through silu with silu_z: the gate of the head
+// norm), the log decay of `a` rows (the head's A_log[i] and dt_bias[i], i = r - row_a), beta of
+// `b` rows.
+__device__ __forceinline__ float inproj_gate_row(int64_t r, float y, int64_t row_a, int64_t row_b, const float *A_log,
+                                                 const float *dt_bias, int64_t i, float beta_scale, int silu_z) {
+    if (r < row_a) return silu_z ? siluf_(y) : y;
+    if (r < row_b) return gdn_decay_logf_(y, A_log[i], dt_bias[i]);
+    return gdn_betaf_(y, beta_scale);
+}
+
 // The fused in_proj rows ([q|k|v|g|a|b]) of one token: rows < conv_channels go through the short
 // causal conv (the cache [W-1][CC], oldest first, is shifted in place: one thread per channel) and
-// SiLU; g rows pass through; a rows become the log decay, b rows beta. Same formulas and tap order
+// SiLU; g rows pass through (through SiLU with silu_z); a rows become the log decay, b rows beta. Same formulas and tap order
 // as the CPU engine (CpuBackend::mix_chain, cpu::gdn_decay_log, cpu::gdn_beta).
 __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cache, const float *conv_w, int W,
                                             int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
@@ -177,9 +187,7 @@ __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cach
         if (W > 1) cache[(W - 2) * CC] = y;
         return siluf_(acc);
     }
-    if (r < row_a) return silu_z ? siluf_(y) : y;  // z (the gate of the head norm)
-    if (r < row_b) return -expf(A_log[r - row_a]) * softplusf_(y + dt_bias[r - row_a]);
-    return sigmoidf_(y) * beta_scale;
+    return inproj_gate_row(r, y, row_a, row_b, A_log, dt_bias, r - row_a, beta_scale, silu_z);
 }
 
 // One conv row from operands staged on chip: `cs` holds the W taps then the W-1 window values
@@ -207,9 +215,7 @@ __device__ __forceinline__ float inproj_row_from(int64_t r, float y, const float
         if (!use_conv) return siluf_(y);
         return siluf_(W == 4 ? conv_row<4>(rp, conv_cache + r, CC, 4, y) : conv_row<0>(rp, conv_cache + r, CC, W, y));
     }
-    if (r < row_a) return silu_z ? siluf_(y) : y;
-    if (r < row_b) return -expf(rp[0]) * softplusf_(y + rp[1]);
-    return sigmoidf_(y) * beta_scale;
+    return inproj_gate_row(r, y, row_a, row_b, rp, rp + 1, 0, beta_scale, silu_z);
 }
 
 }  // namespace kern
