@@ -450,7 +450,8 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
                 period += double(t[size_t(5 * (l + 1)) * S]) - t0;
                 ++count;
             }
-            lm_end += double(t[size_t(5 * L) * S + 7]) - double(t[size_t(5 * L) * S]);
+            const size_t lm = size_t(5 * L) * S;  // lm_head: first entry to last exit (phase P - 1's max)
+            lm_end += double(t[lm + size_t(2 * (P - 1) + 1)]) - double(t[lm]);
         }
     }
     b.set_options(base);

@@ -41,8 +41,6 @@ constexpr double kDecodeTol = 2e-3;
 constexpr double kBlockTol = 4e-2;
 constexpr double kFixtureTol = 5e-2;
 
-
-
 const Shape kShapes[] = {
     {"tiny-a-like", 128, 2, 2, 2, 32, 64, 384, 512},
     {"grouped, neg eigval, tied", 96, 3, 3, 6, 16, 24, 256, 300, true, true, true, true, 1e-5f},
@@ -50,8 +48,6 @@ const Shape kShapes[] = {
     {"no gate, no conv", 64, 2, 1, 1, 64, 64, 128, 100, false, false},
     {"odd sizes (generic kernels)", 100, 2, 2, 2, 20, 20, 200, 77},
 };
-
-
 
 std::vector<int32_t> random_tokens(std::mt19937_64 &g, int n, int vocab) {
     std::vector<int32_t> t(static_cast<size_t>(n));
@@ -91,25 +87,23 @@ TEST_CASE("cuda backend: decoding steps and states equal the CPU backend on rand
         // The kernel-per-op path; the persistent step is held bitwise to it by the next test (and
         // kept out of this one so that racecheck, which misreads the persistent step's ring, can
         // cover every per-op kernel through it).
-        {
-            auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions{});
-            auto gs = gpu->create_state(limits(64));
-            auto cs = cpu->create_state(limits(64));
-            double worst = 0;
-            for (int32_t t : toks) {
-                const auto a = eval(*gpu, *gs, {t}, LogitsRows::Last);
-                const auto b = eval(*cpu, *cs, {t}, LogitsRows::Last);
-                worst = std::max(worst, max_rel(a, b));
-            }
-            double worst_state = 0;
-            for (int l = 0; l < c.num_layers; ++l)
-                worst_state = std::max(worst_state, max_rel(state_of(*gpu, *gs, l), state_of(*cpu, *cs, l)));
-            auto *cb = dynamic_cast<cuda::CudaBackend *>(gpu.get());
-            MESSAGE(std::string(s.name) << " [" << cb->decode_mode(*gs) << "]: decode logits rel err " << worst
-                                        << ", state rel err " << worst_state);
-            CHECK(worst <= kDecodeTol);
-            CHECK(worst_state <= kDecodeTol);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions{});
+        auto gs = gpu->create_state(limits(64));
+        auto cs = cpu->create_state(limits(64));
+        double worst = 0;
+        for (int32_t t : toks) {
+            const auto a = eval(*gpu, *gs, {t}, LogitsRows::Last);
+            const auto b = eval(*cpu, *cs, {t}, LogitsRows::Last);
+            worst = std::max(worst, max_rel(a, b));
         }
+        double worst_state = 0;
+        for (int l = 0; l < c.num_layers; ++l)
+            worst_state = std::max(worst_state, max_rel(state_of(*gpu, *gs, l), state_of(*cpu, *cs, l)));
+        auto *cb = dynamic_cast<cuda::CudaBackend *>(gpu.get());
+        MESSAGE(std::string(s.name) << " [" << cb->decode_mode(*gs) << "]: decode logits rel err " << worst
+                                    << ", state rel err " << worst_state);
+        CHECK(worst <= kDecodeTol);
+        CHECK(worst_state <= kDecodeTol);
     }
 }
 

@@ -111,7 +111,6 @@ inline double max_rel(const std::vector<float> &a, const std::vector<float> &b) 
     return max_rel(a.data(), b.data(), a.size());
 }
 
-
 // Random model shapes of the CUDA tests, and the weights the GPU holds as the CPU reference sees
 // them.
 struct Shape {

@@ -11,7 +11,8 @@
 #   api          the public-API CUDA speculative tests, "cuda:*" (api.log)
 #   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts, both
 #                --backend cuda (specbench.log)
-#   trace        bench_decode --trace: the phase timeline of the persistent decoding step (trace.log)
+#   trace        bench_decode --trace: the kernel timeline of the per-op decoding step and the phase
+#                timeline of the persistent one (trace.log)
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -144,10 +145,10 @@ fi
 if has trace; then
     timeout 120 "$bench_bin" --trace >"$OUT/trace.log" 2>&1
     note "== bench_decode --trace: rc=$? after $(elapsed) s"
-    sed -n '/persistent step timeline/,$p' "$OUT/trace.log" >>"$summary"
+    sed -n '/kernel-per-op step timeline/,$p' "$OUT/trace.log" >>"$summary"
 fi
 if has bench; then
-    # SPECLA_BENCH_ARGS: extra arguments (e.g. --l2-sweep 0,8,16 --repeats 5).
+    # SPECLA_BENCH_ARGS: extra arguments (e.g. --trace --repeats 9).
     timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" ${SPECLA_BENCH_ARGS:-} \
         >"$OUT/bench.log" 2>&1
     note "== bench_decode: rc=$? after $(elapsed) s"
@@ -164,7 +165,7 @@ sanitize() {  # tool, filter, limit, log name
 }
 # Reduced filters so that both tools fit in one call: every kernel test, the decoding path (graph
 # replay included) and the block path with its cuBLAS calls under memcheck; the kernels that use
-# shared memory (and both decoding-step paths) under racecheck, the GEMV separately (largest).
+# shared memory (and the per-op decoding step) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
 has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: the persistent*,cuda backend: device sampling*,cuda backend: blocks*" \
     "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
