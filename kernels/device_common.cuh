@@ -41,19 +41,21 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
-// A decoding step streams ~3 GB of weight matrices through a 50 MB L2, each byte once: mark them
-// evict-first so that they do not push out what is reused (activations, conv caches, parameters).
+// An L2 evict-first policy for the bulk copies of the persistent step's weight stream (a decoding
+// step streams ~3 GB of weights through a 50 MB L2, each byte once).
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
     uint64_t p;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
-// Weights are read once per pass: bypass L1, ask L2 for whole 256-byte lines, evict them first.
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p, uint64_t policy) {
+// Weights are read once per pass: read-only path, no L1 allocation. No L2 hints: on the H200 an
+// L2::256B prefetch hint made the GDN-1.3B step 1 % slower (and lm_head alone 5 %), an evict-first
+// cache policy another 0.2 % (same-run comparisons in bench/RESULTS.md, 2026-11-30).
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
     uint4 r;
-    asm("ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p), "l"(policy));
+        : "l"(p));
     return r;
 }
 

@@ -105,7 +105,7 @@ __device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned 
 
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W, int64_t lr, int64_t r_end,
-                                          int64_t L, int nch, uint64_t policy) {
+                                          int64_t L, int nch) {
     const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
     for (int i = 0; i < RB; ++i) {
@@ -114,7 +114,7 @@ __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W,
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
-            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch, policy) : make_uint4(0, 0, 0, 0);
+            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch) : make_uint4(0, 0, 0, 0);
         }
     }
 }
@@ -164,9 +164,8 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     float nw[CPT][8];
     gemv_prologue_weights<CPT>(p.pro, p.norm_w, p.head_dim, p.cols, nw);
     gemv_load_row_params(p, r_begin, r_end, rp);
-    const uint64_t policy = l2_evict_first_policy();
     uint4 wa[RB][CPT], wb[RB][CPT];
-    gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch, policy);
+    gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch);
     pdl_wait();
     pdl_trigger();
     op_trace(p.trace, 1);
@@ -179,12 +178,12 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     unsigned long long best = 0;
     int par = 0;
     for (int64_t lr = r_begin; lr < r_end;) {
-        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch, policy);
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch);
         gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best, rp, r_begin, st);
         par ^= 1;
         lr += RL;
         if (lr >= r_end) break;
-        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch, policy);
+        if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch);
         gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best, rp, r_begin, st);
         par ^= 1;
         lr += RL;
