@@ -48,12 +48,13 @@ __device__ __forceinline__ uint64_t l2_evict_first_policy() {
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
-// Weights are read once per pass: read-only path, no L1 allocation. No L2 hints: on the H200 an
-// L2::256B prefetch hint made the GDN-1.3B step 1 % slower (and lm_head alone 5 %), an evict-first
-// cache policy another 0.2 % (same-run comparisons in bench/RESULTS.md, 2026-11-30).
+// Weights are read once per pass: no L1 allocation, and neither the read-only (.nc) path nor L2
+// hints. Measured on the H200 (same-run comparisons in bench/RESULTS.md, 2026-11-30): with .nc the
+// GDN-1.3B step took 2.4 % longer, with an L2::256B prefetch hint another 1 % (lm_head alone 5 %),
+// with an evict-first cache policy another 0.2 %.
 __device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
     uint4 r;
-    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+    asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
         : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
         : "l"(p));
     return r;
