@@ -75,6 +75,18 @@ __device__ __forceinline__ bool block_row_ok(int i, int64_t lr, int64_t r_end) {
     return lr + (PAIRED ? i % RL : i) < r_end;
 }
 
+// Eight consecutive floats from p: two 16-byte loads where p is 16-byte aligned (`vec`), eight
+// scalar ones otherwise; the same values either way.
+__device__ __forceinline__ void load8(const float *p, bool vec, float (&v)[8]) {
+    if (vec) {
+        const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+    } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) v[e] = p[e];
+    }
+}
+
 // Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
 // of x, with the prologue applied (T = blockDim.x; nw from gemv_prologue_weights). x and the gate
 // input z are loaded together, one round trip. `red32` holds 32 floats; `head_ss` (HeadNorm)
@@ -86,22 +98,22 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
     const int T = blockDim.x, tid = threadIdx.x;
     const int nch = int(cols >> 3);
     const bool gated = pro == GemvPrologue::HeadNorm && use_gate;
+    // 16-byte loads where the vectors allow them: the input vector is on every kernel's critical
+    // path (GDN-1.3B step 1.1032 against 1.1205 ms with eight scalar loads per chunk, bench
+    // RESULTS 2026-11-30). A chunk starts 32 bytes after the previous one, so the base decides;
+    // z may sit at any float offset of the in_proj output (after 2 H K q/k columns).
+    const bool x_vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
+    const bool z_vec = (reinterpret_cast<uintptr_t>(z) & 15) == 0;
     float zr[CPT][8];
 #pragma unroll
     for (int s = 0; s < CPT; ++s) {
         const int ch = tid + s * T;
-        // Two 16-byte loads per chunk instead of eight scalar ones (x and z are 32-byte aligned per
-        // chunk: cols % 8 == 0): the input vector is on every kernel's critical path (GDN-1.3B
-        // step 1.1032 against 1.1205 ms, bench RESULTS 2026-11-30).
-        const float4 zero = make_float4(0.f, 0.f, 0.f, 0.f);
-        const float4 *x4 = reinterpret_cast<const float4 *>(x) + 2 * ch;
-        const float4 *z4 = reinterpret_cast<const float4 *>(z) + 2 * ch;
-        const float4 x0 = ch < nch ? *(x4) : zero, x1 = ch < nch ? *(x4 + 1) : zero;
-        const float4 z0 = gated && ch < nch ? *(z4) : zero, z1 = gated && ch < nch ? *(z4 + 1) : zero;
-        xr[s][0] = x0.x, xr[s][1] = x0.y, xr[s][2] = x0.z, xr[s][3] = x0.w;
-        xr[s][4] = x1.x, xr[s][5] = x1.y, xr[s][6] = x1.z, xr[s][7] = x1.w;
-        zr[s][0] = z0.x, zr[s][1] = z0.y, zr[s][2] = z0.z, zr[s][3] = z0.w;
-        zr[s][4] = z1.x, zr[s][5] = z1.y, zr[s][6] = z1.z, zr[s][7] = z1.w;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) xr[s][e] = zr[s][e] = 0.f;
+        if (ch < nch) {
+            load8(x + ch * 8, x_vec, xr[s]);
+            if (gated) load8(z + ch * 8, z_vec, zr[s]);
+        }
     }
     if (pro == GemvPrologue::RmsNorm) {
         float ss = 0.f;
