@@ -19,9 +19,9 @@
 // GEMV that mirrors gemv.cu, agree bit for bit. CPU references as listed in gemv.cuh and
 // gdn_recurrent.cuh.
 //
-// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.71 ms per step against 1.13 ms
-// for one kernel per op with PDL (1.26 before that path's latency work), so the backend leaves it
-// off by default
+// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.72 ms per step against 1.09 ms
+// for one kernel per op with PDL (1.26 before that path's latency and load work), so the backend
+// leaves it off by default
 // (CudaBackendOptions::fused_decode). A layer takes ~68 us against ~26 us of weight streaming, and
 // the consumers, not the stream, set it: the producer is ahead at every phase, and limiting it to
 // 1, 2 or 3 stages in flight changes nothing. Per layer: in_proj prologue ~4 us, rows ~10 us

@@ -41,13 +41,6 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
-// An L2 evict-first policy for the bulk copies of the persistent step's weight stream (a decoding
-// step streams ~3 GB of weights through a 50 MB L2, each byte once).
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-    uint64_t p;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
 // Weights are read once per pass: no L1 allocation, and neither the read-only (.nc) path nor L2
 // hints. Measured on the H200 (same-run comparisons in bench/RESULTS.md, 2026-11-30): with .nc the
 // GDN-1.3B step took 2.4 % longer, with an L2::256B prefetch hint another 1 % (lm_head alone 5 %),

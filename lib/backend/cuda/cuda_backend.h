@@ -50,7 +50,7 @@ struct CudaBackendOptions {
     // One persistent kernel per decoding step (kernels/decode_step.cuh: a producer warp per SM
     // streams the weights through shared memory across the phase barriers) instead of one kernel
     // per op. Bitwise the same results (tested), deferred commits included, but measured slower on
-    // the H200 (GDN-1.3B: 1.71 vs 1.13 ms per step; see decode_step.cuh for where its time goes),
+    // the H200 (GDN-1.3B: 1.72 vs 1.09 ms per step; see decode_step.cuh for where its time goes),
     // so off by default.
     bool fused_decode = false;
     // Diagnostics for benchmarks: device buffer that the persistent step fills with phase
