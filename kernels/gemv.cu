@@ -64,8 +64,9 @@ __device__ __forceinline__ void gemv_epilogue(const GemvParams &p, int64_t r, fl
 }
 
 // Before the grid-dependency wait (no kernel of the pass writes them; the conv cache only this
-// kernel): the in_proj epilogue operands of rows [r_begin, r_end) into `rp` (inproj_row_from's
-// layout). No barrier: they are read after gemv_step's.
+// kernel; the model's constants through ld_keep): the in_proj epilogue operands of rows
+// [r_begin, r_end) into `rp` (inproj_row_from's layout). No barrier: they are read after
+// gemv_step's.
 __device__ __forceinline__ void gemv_load_row_params(const GemvParams &p, int64_t r_begin, int64_t r_end, float *rp) {
     if (p.epi != GemvEpilogue::InProj) return;
     const int st = row_stride(p), W = p.conv_size;
@@ -75,9 +76,9 @@ __device__ __forceinline__ void gemv_load_row_params(const GemvParams &p, int64_
         const int j = int(i % st);
         float v = 0.f;
         if (r < CC) {
-            if (p.use_short_conv) v = j < W ? p.conv_w[r * W + j] : j < 2 * W - 1 ? p.conv_cache[(j - W) * CC + r] : 0.f;
+            if (p.use_short_conv) v = j < W ? ld_keep(p.conv_w + r * W + j) : j < 2 * W - 1 ? p.conv_cache[(j - W) * CC + r] : 0.f;
         } else if (r >= p.row_a && r < p.row_b) {
-            v = j == 0 ? p.A_log[r - p.row_a] : j == 1 ? p.dt_bias[r - p.row_a] : 0.f;
+            v = j == 0 ? ld_keep(p.A_log + (r - p.row_a)) : j == 1 ? ld_keep(p.dt_bias + (r - p.row_a)) : 0.f;
         }
         rp[i] = v;
     }

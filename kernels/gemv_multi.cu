@@ -185,7 +185,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                 const int ch = tid + s * T;
                 if (ch < nch)
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= inv * p.norm_w[ch * 8 + e];
+                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= inv * ld_keep(p.norm_w + ch * 8 + e);
             }
         }
     } else if (p.pro == GemvPrologue::HeadNorm) {
@@ -224,7 +224,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                     for (int e = 0; e < 8; ++e) {
                         const int c = c0 + e;
                         const float gate = p.use_gate ? siluf_(z[c]) : 1.f;
-                        xr[t][s][e] = xr[t][s][e] * inv * p.norm_w[c % hd] * gate;
+                        xr[t][s][e] = xr[t][s][e] * inv * ld_keep(p.norm_w + c % hd) * gate;
                     }
                 }
             }

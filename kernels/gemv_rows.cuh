@@ -36,19 +36,31 @@ __device__ __forceinline__ float chunk_dot(const uint4 (&w)[CPT], const float (&
 // The norm weights of this thread's columns c = (tid + s*T)*8 + e of a vectorised GEMV (RmsNorm:
 // norm_w[c]; HeadNorm: norm_w[c % hd]; None: unused). Apart from the input vector because they are
 // weights: a kernel reads them before its grid-dependency wait.
+// A chunk's 8 weights are consecutive (head_dim is a multiple of 8), two 16-byte loads where the
+// base is 16-byte aligned; through ld_keep, since every step reads them again.
 template <int CPT>
 __device__ __forceinline__ void gemv_prologue_weights(GemvPrologue pro, const float *norm_w, int hd, int64_t cols,
                                                       float (&nw)[CPT][8]) {
     const int T = blockDim.x, tid = threadIdx.x;
     const int nch = int(cols >> 3);
+    const bool vec = (reinterpret_cast<uintptr_t>(norm_w) & 15) == 0;
 #pragma unroll
     for (int s = 0; s < CPT; ++s) {
         const int ch = tid + s * T;
+        if (pro == GemvPrologue::None || ch >= nch) {
 #pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            const int c = ch * 8 + e;
-            nw[s][e] = (pro == GemvPrologue::None || ch >= nch) ? 0.f
-                                                                 : norm_w[pro == GemvPrologue::HeadNorm ? c % hd : c];
+            for (int e = 0; e < 8; ++e) nw[s][e] = 0.f;
+            continue;
+        }
+        const float *w = norm_w + (pro == GemvPrologue::HeadNorm ? (ch * 8) % hd : ch * 8);
+        if (vec) {
+            const float4 a = ld_keep4(reinterpret_cast<const float4 *>(w));
+            const float4 b = ld_keep4(reinterpret_cast<const float4 *>(w) + 1);
+            nw[s][0] = a.x, nw[s][1] = a.y, nw[s][2] = a.z, nw[s][3] = a.w;
+            nw[s][4] = b.x, nw[s][5] = b.y, nw[s][6] = b.z, nw[s][7] = b.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) nw[s][e] = ld_keep(w + e);
         }
     }
 }
