@@ -76,7 +76,8 @@ __device__ __forceinline__ void gemv_load_row_params(const GemvParams &p, int64_
         const int j = int(i % st);
         float v = 0.f;
         if (r < CC) {
-            if (p.use_short_conv) v = j < W ? ld_keep(p.conv_w + r * W + j) : j < 2 * W - 1 ? p.conv_cache[(j - W) * CC + r] : 0.f;
+            if (p.use_short_conv)
+                v = j < W ? ld_keep(p.conv_w + r * W + j) : j < 2 * W - 1 ? p.conv_cache[(j - W) * CC + r] : 0.f;
         } else if (r >= p.row_a && r < p.row_b) {
             v = j == 0 ? ld_keep(p.A_log + (r - p.row_a)) : j == 1 ? ld_keep(p.dt_bias + (r - p.row_a)) : 0.f;
         }
@@ -223,7 +224,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
         __syncthreads();
         for (int64_t c = tid; c < cols; c += T) {
             const float inv = 1.f / sqrtf(head_ss[c / hd] / float(hd) + p.eps);
-            const float gate = p.use_gate == 2 ? p.z[c] : p.use_gate ? siluf_(p.z[c]) : 1.f;
+            const float gate = p.use_gate ? head_norm_gate(p.use_gate, p.z[c]) : 1.f;
             x[c] = x[c] * inv * p.norm_w[c % hd] * gate;
         }
     }

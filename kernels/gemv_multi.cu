@@ -223,7 +223,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
 #pragma unroll
                     for (int e = 0; e < 8; ++e) {
                         const int c = c0 + e;
-                        const float gate = p.use_gate ? siluf_(z[c]) : 1.f;
+                        const float gate = p.use_gate ? head_norm_gate(p.use_gate, z[c]) : 1.f;
                         xr[t][s][e] = xr[t][s][e] * inv * ld_keep(p.norm_w + c % hd) * gate;
                     }
                 }

@@ -35,9 +35,9 @@ __device__ __forceinline__ float chunk_dot(const uint4 (&w)[CPT], const float (&
 
 // The norm weights of this thread's columns c = (tid + s*T)*8 + e of a vectorised GEMV (RmsNorm:
 // norm_w[c]; HeadNorm: norm_w[c % hd]; None: unused). Apart from the input vector because they are
-// weights: a kernel reads them before its grid-dependency wait.
-// A chunk's 8 weights are consecutive (head_dim is a multiple of 8), two 16-byte loads where the
-// base is 16-byte aligned; through ld_keep, since every step reads them again.
+// weights: a kernel reads them before its grid-dependency wait. A chunk's 8 weights are
+// consecutive (head_dim is a multiple of 8): two 16-byte loads where the base is 16-byte aligned,
+// through ld_keep since every step reads them again.
 template <int CPT>
 __device__ __forceinline__ void gemv_prologue_weights(GemvPrologue pro, const float *norm_w, int hd, int64_t cols,
                                                       float (&nw)[CPT][8]) {
@@ -63,6 +63,12 @@ __device__ __forceinline__ void gemv_prologue_weights(GemvPrologue pro, const fl
             for (int e = 0; e < 8; ++e) nw[s][e] = ld_keep(w + e);
         }
     }
+}
+
+// The gate of a HeadNorm column from its gate input z (GemvParams::use_gate: 0 none, 1 silu(z),
+// 2 z already through silu). One definition for the one-row, multi-row and fallback kernels.
+__device__ __forceinline__ float head_norm_gate(int use_gate, float z) {
+    return use_gate == 2 ? z : use_gate ? siluf_(z) : 1.f;
 }
 
 // Shared floats of the HeadNorm prologue: the per-head sums, then the per-chunk sums with one pad
@@ -182,8 +188,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
                 const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
-                    const float gate = use_gate == 2 ? zr[s][e] : use_gate ? siluf_(zr[s][e]) : 1.f;
-                    xr[s][e] = xr[s][e] * inv * nw[s][e] * gate;
+                    xr[s][e] = xr[s][e] * inv * nw[s][e] * head_norm_gate(use_gate, zr[s][e]);
                 }
             }
         }
@@ -202,8 +207,9 @@ __device__ __forceinline__ float inproj_gate_row(int64_t r, float y, int64_t row
 
 // The fused in_proj rows ([q|k|v|g|a|b]) of one token: rows < conv_channels go through the short
 // causal conv (the cache [W-1][CC], oldest first, is shifted in place: one thread per channel) and
-// SiLU; g rows pass through (through SiLU with silu_z); a rows become the log decay, b rows beta. Same formulas and tap order
-// as the CPU engine (CpuBackend::mix_chain, cpu::gdn_decay_log, cpu::gdn_beta).
+// SiLU; g rows pass through (through SiLU with silu_z); a rows become the log decay, b rows beta.
+// Same formulas and tap order as the CPU engine (CpuBackend::mix_chain, cpu::gdn_decay_log,
+// cpu::gdn_beta).
 __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cache, const float *conv_w, int W,
                                             int64_t CC, int use_conv, int64_t row_a, int64_t row_b,
                                             const float *A_log, const float *dt_bias, float beta_scale, int silu_z) {
