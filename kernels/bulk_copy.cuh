@@ -35,15 +35,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *b, uint32_t byte
                  "r"(bytes)
                  : "memory");
 }
-// An L2 evict-first policy for a weight stream's bulk copies (a decoding step streams ~3 GB of
-// weights through a 50 MB L2, each byte once). Not measured against none for the bulk copies; the
-// GEMVs' register loads run faster without it (device_common.cuh, ld_stream).
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-    uint64_t p;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-    return p;
-}
-// Global -> shared bulk copy completing on `bar`, with an L2 cache policy (l2_evict_first_policy).
+// Global -> shared bulk copy completing on `bar`, with an L2 cache policy (device_common.cuh).
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar,
                                           uint64_t policy) {
     asm volatile(

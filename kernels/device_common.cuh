@@ -41,28 +41,40 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
-// Weights are read once per pass: no L1 allocation, and neither the read-only (.nc) path nor L2
-// hints. Measured on the H200 (same-run comparisons in bench/RESULTS.md, 2026-11-30): with .nc the
-// GDN-1.3B step took 2.4 % longer, with an L2::256B prefetch hint another 1 % (lm_head alone 5 %),
-// with an evict-first cache policy another 0.2 %.
-__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
-    uint4 r;
-    asm("ld.global.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-        : "l"(p));
-    return r;
+// L2 policies of a decoding step: the ~3 GB of weights stream through a 50 MB L2 once per step
+// (evict-first); what every step reads again stays (evict-last): the small per-layer operands, and
+// the recurrent state where a sequence's state fits in L2 (gdn_recurrent.cu). Measured on the H200
+// (same-run comparisons in bench/RESULTS.md, 2026-11-30), GDN-1.3B step: small operands evict-last
+// 1.0690 -> 1.0495 ms (as fast as with no norm weights at all: they no longer come from HBM behind
+// the previous kernel's weight stream at the start of every GEMV); the state evict-last and the
+// weights evict-first 1.0444 -> 1.0302 ms (the weights evict-first alone: 0.2 % slower).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+    return p;
 }
-
-// The small operands that every step reads again (norm weights, conv taps, gate constants: a few
-// hundred KB for a whole model): loaded with an L2 evict-last policy, so that the ~3 GB weight
-// stream of a step does not push them out of L2 before the next step. Otherwise they come from
-// HBM at the start of every GEMV, behind the weight stream of the kernel before: GDN-1.3B step
-// 1.0690 -> 1.0495 ms (bench RESULTS 2026-11-30), as fast as with no norm weights at all.
+__device__ __forceinline__ uint64_t l2_evict_normal_policy() {
+    uint64_t p;
+    asm("createpolicy.fractional.L2::evict_normal.b64 %0, 1.0;" : "=l"(p));
+    return p;
+}
 __device__ __forceinline__ uint64_t l2_evict_last_policy() {
     uint64_t p;
     asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
     return p;
 }
+
+// Weights: no L1 allocation, and neither the read-only (.nc) path nor a prefetch size hint (with
+// .nc the step took 2.4 % longer, with L2::256B another 1 %).
+__device__ __forceinline__ uint4 ld_stream(const uint4 *p) {
+    uint4 r;
+    asm("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+        : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+        : "l"(p), "l"(l2_evict_first_policy()));
+    return r;
+}
+
+// What every step reads (and writes) again.
 __device__ __forceinline__ float ld_keep(const float *p) {
     float v;
     asm("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(l2_evict_last_policy()));
@@ -74,6 +86,15 @@ __device__ __forceinline__ float4 ld_keep4(const float4 *p) {
         : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
         : "l"(p), "l"(l2_evict_last_policy()));
     return v;
+}
+// With a policy chosen at run time (the recurrent state: evict-last where it fits in L2).
+__device__ __forceinline__ float ld_policy(const float *p, uint64_t policy) {
+    float v;
+    asm volatile("ld.global.L2::cache_hint.f32 %0, [%1], %2;" : "=f"(v) : "l"(p), "l"(policy));
+    return v;
+}
+__device__ __forceinline__ void st_policy(float *p, float v, uint64_t policy) {
+    asm volatile("st.global.L2::cache_hint.f32 [%0], %1, %2;" ::"l"(p), "f"(v), "l"(policy) : "memory");
 }
 
 __device__ __forceinline__ float bf16_lo(uint32_t w) { return __uint_as_float(w << 16); }

@@ -30,11 +30,14 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
     op_trace(p.trace, 0);
     // The tile is written only by this layer's kernel of an earlier pass: prefetch before the wait.
     float S[KPT];
+    // One load / store form with the policy chosen here (a branch between an evict-last load and a
+    // plain one measured no faster than plain loads; bench RESULTS 2026-11-30).
+    const uint64_t state_policy = p.l2_keep_state ? l2_evict_last_policy() : l2_evict_normal_policy();
     float *Srow = p.state + (int64_t(hv) * V + (col_ok ? j : 0)) * K;
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
         const int i = e * TPC + l;
-        S[e] = (col_ok && i < K) ? Srow[i] : 0.f;
+        S[e] = (col_ok && i < K) ? ld_policy(Srow + i, state_policy) : 0.f;
     }
     // Pending factors of an accepted path (deferred commit), in path order. They were written by
     // an earlier pass (and the descriptor by the host before this step), never by a kernel of the
@@ -81,7 +84,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
         const int i = e * TPC + l;
-        if (col_ok && i < K) Srow[i] = S[e];
+        if (col_ok && i < K) st_policy(Srow + i, S[e], state_policy);
     }
     op_trace(p.trace, 3);
 }

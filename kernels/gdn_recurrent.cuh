@@ -38,6 +38,9 @@ struct RecurrentParams {
     // captured decoding step stays valid; see launch_common.cuh). Applied before n_pending's.
     PendingFactors pending;
 
+    // 1: the tile is read and written through an L2 evict-last policy (device_common.cuh), so that
+    // it stays in L2 for the next step where the sequence's state fits (CudaBackend).
+    int32_t l2_keep_state = 0;
     unsigned long long *trace = nullptr;  // diagnostics: kOpTraceSlots words (launch_common.cuh)
 };
 

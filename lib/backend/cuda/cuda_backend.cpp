@@ -75,6 +75,8 @@ CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights,
         fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "CUDA device ", device, " (", prop.name, ") has compute capability ",
              prop.major, ".", prop.minor, "; this build's kernels are compiled for sm_90a (Hopper)");
     sm_count_ = prop.multiProcessorCount;
+    keep_state_in_l2_ = config.recurrent_state_floats_per_layer() * config.num_layers * int64_t(sizeof(float)) <=
+                        int64_t(prop.l2CacheSize);
     require(config.head_k_dim <= kern::kRecurrentMaxK, SPECLA_ERR_UNSUPPORTED, "the CUDA backend supports head_dim up to ",
             kern::kRecurrentMaxK, ", the model has ", config.head_k_dim);
     DeviceGuard g(device);

@@ -91,6 +91,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         rp.o = st.o, rp.o_tstride = VD, rp.o_hstride = V;
         rp.normalize = 1, rp.q_scale = 1.f / std::sqrt(float(K));
         rp.pending = pending_of(st, l);  // deferred commit: applied when the device count is > 0
+        rp.l2_keep_state = keep_state_in_l2_;
         rp.trace = trace();
         check(kern::launch_gdn_recurrent(rp, ctx), "recurrent step");
 
