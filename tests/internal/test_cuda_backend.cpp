@@ -144,10 +144,63 @@ TEST_CASE("cuda backend: the persistent decoding step is bitwise equal to the ke
     CHECK(compared >= 3);  // the shapes with 8-aligned sizes run the persistent step
 }
 
+// Per row of a block's logits: max |a - b| over the row / max |b| over the block (max_rel's scale).
+std::vector<double> row_rel(const std::vector<float> &a, const std::vector<float> &b, size_t vocab) {
+    REQUIRE(a.size() == b.size());
+    double den = 0;
+    for (float x : b) den = std::max(den, double(std::fabs(x)));
+    std::vector<double> out(b.size() / vocab, 0.0);
+    for (size_t i = 0; i < b.size(); ++i) {
+        const double d = std::fabs(double(a[i]) - double(b[i]));
+        out[i / vocab] = std::max(out[i / vocab], d == d ? d / (den > 0 ? den : 1) : INFINITY);
+    }
+    return out;
+}
+
+// How far rounding-sized changes move each row of the CPU reference: the reference again with
+// every norm weight scaled by 1 +- 2^-9 (random signs), about what rounding the normalised
+// activations to bf16 before each product does on the GPU (blocks use bf16 cuBLAS products). Rare
+// random models have a row that this moves by several percent (seen once: one row of the one-head
+// shape at n=5 moved by 0.02-0.12 and differed from the GPU by 0.11). Max over a few draws, rows of
+// the prompt then of the next block.
+struct RowSensitivity {
+    std::vector<double> block, next;
+};
+RowSensitivity reference_sensitivity(const ModelConfig &c, const ModelWeights &w, const std::vector<int32_t> &prompt,
+                                     const std::vector<int32_t> &more, const std::vector<float> &want,
+                                     const std::vector<float> &want_more, std::mt19937_64 &g) {
+    const size_t vocab = size_t(c.vocab_size);
+    RowSensitivity r{std::vector<double>(prompt.size(), 0.0), std::vector<double>(more.size(), 0.0)};
+    for (int draw = 0; draw < 3; ++draw) {
+        ModelWeights p = w;
+        auto nudge = [&](HostVec<float> &v) {
+            for (float &x : v) x *= (g() & 1) ? 1.f + 1.f / 512 : 1.f - 1.f / 512;
+        };
+        for (LayerWeights &lw : p.layers) nudge(lw.attn_norm), nudge(lw.o_norm), nudge(lw.mlp_norm);
+        nudge(p.final_norm);
+        auto cpu = create_cpu_backend(c, p, 2);
+        auto st = cpu->create_state(limits(256));
+        const auto a = row_rel(eval(*cpu, *st, prompt, LogitsRows::All), want, vocab);
+        const auto b = row_rel(eval(*cpu, *st, more, LogitsRows::All), want_more, vocab);
+        for (size_t i = 0; i < a.size(); ++i) r.block[i] = std::max(r.block[i], a[i]);
+        for (size_t i = 0; i < b.size(); ++i) r.next[i] = std::max(r.next[i], b[i]);
+    }
+    return r;
+}
+
+// Rows within kBlockTol plus three times the reference's own sensitivity: the worst row's ratio of
+// error to that bound (<= 1 passes).
+double worst_row_ratio(const std::vector<double> &err, const std::vector<double> &sens) {
+    double worst = 0;
+    for (size_t i = 0; i < err.size(); ++i) worst = std::max(worst, err[i] / (kBlockTol + 3 * sens[i]));
+    return worst;
+}
+
 TEST_CASE("cuda backend: blocks (prefill, chunk and recurrent forms) vs CPU and vs token-by-token") {
     CUDA_TEST_REQUIRE_GPU();
     const uint64_t seed = fresh_seed("backend blocks");
     std::mt19937_64 g(seed);
+    std::mt19937_64 nudges(seed ^ 0x9e3779b97f4a7c15ull);  // separate, so a replayed seed draws the same models
     for (const Shape &s : kShapes) {
         const ModelConfig c = make_config(s);
         ModelWeights w = random_weights(c, g(), WeightType::BF16);
@@ -163,6 +216,8 @@ TEST_CASE("cuda backend: blocks (prefill, chunk and recurrent forms) vs CPU and 
             auto cs = cpu->create_state(limits(256));
             const auto want = eval(*cpu, *cs, prompt, LogitsRows::All);
             const auto want_more = eval(*cpu, *cs, more, LogitsRows::All);
+            const RowSensitivity sens = reference_sensitivity(c, w, prompt, more, want, want_more, nudges);
+            const double sens_max = *std::max_element(sens.block.begin(), sens.block.end());
             for (Backend *gpu : {gpu_chunk.get(), gpu_rec.get()}) {
                 const bool is_chunk = gpu == gpu_chunk.get();
                 auto gs = gpu->create_state(limits(256));
@@ -170,11 +225,15 @@ TEST_CASE("cuda backend: blocks (prefill, chunk and recurrent forms) vs CPU and 
                 const auto got_more = eval(*gpu, *gs, more, LogitsRows::All);
                 double es = 0;
                 for (int l = 0; l < c.num_layers; ++l) es = std::max(es, max_rel(state_of(*gpu, *gs, l), state_of(*cpu, *cs, l)));
+                const size_t vocab = size_t(c.vocab_size);
                 const double e1 = max_rel(got, want), e2 = max_rel(got_more, want_more);
+                const double r1 = worst_row_ratio(row_rel(got, want, vocab), sens.block);
+                const double r2 = worst_row_ratio(row_rel(got_more, want_more, vocab), sens.next);
                 MESSAGE(std::string(s.name) << " n=" << n << std::string(is_chunk ? " chunk-form" : " recurrent") << ": block logits rel err " << e1
-                               << ", next block " << e2 << ", state " << es);
-                CHECK(e1 <= kBlockTol);
-                CHECK(e2 <= kBlockTol);
+                               << ", next block " << e2 << ", state " << es << " (reference's own sensitivity up to " << sens_max
+                               << "; worst row at " << std::max(r1, r2) << " of its bound)");
+                CHECK(r1 <= 1.0);
+                CHECK(r2 <= 1.0);
                 CHECK(es <= kBlockTol);
             }
             // Block vs token by token on the GPU: last logits and the state.

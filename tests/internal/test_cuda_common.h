@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "support/stats.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
 
@@ -86,12 +87,16 @@ struct DevBuf {
 
 namespace cudatest {
 
-// A fresh seed per run, printed so a failure can be reproduced.
+// A fresh seed per run (SPECLA_TEST_SEED, when set, replays one), printed so that a failure can
+// be reproduced.
 inline uint64_t fresh_seed(const char *what) {
-    std::random_device rd;
-    const uint64_t s = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
-                       uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    MESSAGE(std::string(what) << ": seed " << s);
+    uint64_t s;
+    if (!test::env_seed(s)) {
+        std::random_device rd;
+        s = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
+            uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    }
+    MESSAGE(std::string(what) << ": seed " << s << " (set SPECLA_TEST_SEED to replay)");
     return s;
 }
 

@@ -79,19 +79,21 @@ fi
 # step `prebuilt`, or when the build above failed.
 if has prebuilt; then
     pre="$root/.deps/prebuilt"
-    if [ -e "$pre/specla_internal_tests.gz" ] || [ -e "$pre/specla_internal_tests" ]; then
-        mkdir -p /tmp/specla-prebuilt
-        for p in specla_internal_tests bench_decode; do
-            if [ -e "$pre/$p.gz" ]; then gunzip -c "$pre/$p.gz" >"/tmp/specla-prebuilt/$p"; else cp "$pre/$p" /tmp/specla-prebuilt/; fi
-            chmod +x "/tmp/specla-prebuilt/$p"
-        done
+    # Each program as NAME.xz, NAME.gz or NAME; unpacked into /tmp/specla-prebuilt.
+    unpack() {
+        local dst="/tmp/specla-prebuilt/$2"
+        if [ -e "$pre/$1.xz" ]; then xz -dc "$pre/$1.xz" >"$dst"
+        elif [ -e "$pre/$1.gz" ]; then gunzip -c "$pre/$1.gz" >"$dst"
+        elif [ -e "$pre/$1" ]; then cp "$pre/$1" "$dst"
+        else return 1; fi
+        chmod +x "$dst"
+    }
+    mkdir -p /tmp/specla-prebuilt
+    if unpack specla_internal_tests specla_internal_tests && unpack bench_decode bench_decode; then
         tests_bin=/tmp/specla-prebuilt/specla_internal_tests
         bench_bin=/tmp/specla-prebuilt/bench_decode
         # Optional: the public-API tests with the shared library they link.
-        if [ -e "$pre/specla_api_tests.gz" ] && [ -e "$pre/libspecla.so.0.gz" ]; then
-            gunzip -c "$pre/specla_api_tests.gz" >/tmp/specla-prebuilt/specla_api_tests
-            gunzip -c "$pre/libspecla.so.0.gz" >/tmp/specla-prebuilt/libspecla.so.0
-            chmod +x /tmp/specla-prebuilt/specla_api_tests
+        if unpack specla_api_tests specla_api_tests && unpack libspecla.so.0 libspecla.so.0; then
             api_bin=/tmp/specla-prebuilt/specla_api_tests
             export LD_LIBRARY_PATH="/tmp/specla-prebuilt:$LD_LIBRARY_PATH"
         fi
