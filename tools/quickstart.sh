@@ -24,6 +24,10 @@ DEBIAN_PACKAGES=(
     nlohmann-json3-dev                  # config.json, safetensors headers, tokenizer.json
     libcli11-dev                        # argument parsing of the specla CLI
     doctest-dev                         # the test suites
+    swig                                # language bindings: generates Java, C# and Go wrappers from bindings/specla.i
+    default-jdk-headless                # Java binding: javac, jar, JNI headers, the JVM that runs its test
+    mono-mcs mono-runtime               # C# binding: the mcs compiler and the mono runtime for its test
+    golang-go                           # Go binding: the go command (cgo) that builds the package and its test
 )
 
 install_deps() {

@@ -1,0 +1,163 @@
+// Checks the C# binding against a real model: version, error mapping, disposed and null handles,
+// ownership, and greedy speculative decoding equal to plain greedy decoding.
+//   mono specla_csharp_test.exe MODEL_DIR      (exit status 1 when any check fails)
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using SpecLA;
+
+public sealed class BindingTest {
+  const string Prompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
+  const int MaxTokens = 64;
+
+  readonly string modelDir;
+  readonly List<string> failures = new List<string>();
+
+  BindingTest(string modelDir) {
+    this.modelDir = modelDir;
+  }
+
+  public static int Main(string[] args) {
+    if (args.Length != 1) {
+      Console.Error.WriteLine("usage: specla_csharp_test.exe MODEL_DIR");
+      return 2;
+    }
+    var test = new BindingTest(args[0]);
+    test.Run("version", test.Version);
+    test.Run("missing model", test.MissingModel);
+    test.Run("disposed and null handles", test.DisposedHandles);
+    test.Run("token out of range", test.TokenOutOfRange);
+    test.Run("UTF-8 round trip", test.Utf8RoundTrip);
+    test.Run("model disposed before its session", test.ModelDisposedFirst);
+    test.Run("speculative equals plain greedy", test.SpeculativeEqualsGreedy);
+    if (test.failures.Count > 0) {
+      Console.Error.WriteLine("{0} check(s) failed:", test.failures.Count);
+      foreach (string f in test.failures) Console.Error.WriteLine("  " + f);
+      return 1;
+    }
+    Console.WriteLine("all C# binding checks passed");
+    return 0;
+  }
+
+  void Run(string name, Action body) {
+    int before = failures.Count;
+    try {
+      body();
+    } catch (Exception e) {
+      failures.Add(name + ": unexpected " + e);
+    }
+    Console.WriteLine((failures.Count == before ? "ok    " : "FAIL  ") + name);
+  }
+
+  void Check(bool condition, string what) {
+    if (!condition) failures.Add(what);
+  }
+
+  // Runs body, which must throw a SpeclaException with the given status; returns it.
+  SpeclaException ExpectFailure(Status status, string what, Action body) {
+    try {
+      body();
+    } catch (SpeclaException e) {
+      Check(e.Status == status, what + ": status " + e.Status + ", expected " + status);
+      Check(e.Message.Length > 0, what + ": empty message");
+      return e;
+    }
+    failures.Add(what + ": no SpeclaException");
+    return null;
+  }
+
+  void Version() {
+    string expected = Specla.VersionMajor + "." + Specla.VersionMinor + "." + Specla.VersionPatch;
+    Check(Specla.Version() == expected, "Version() is '" + Specla.Version() + "', header says " + expected);
+    Check(Specla.StatusString(Status.Io).StartsWith("SPECLA_ERR_IO"), "StatusString(Io)");
+  }
+
+  void MissingModel() {
+    string missing = modelDir + "/no-such-model";
+    SpeclaException e = ExpectFailure(Status.Io, "loading a missing folder", () => new Model(missing).Dispose());
+    if (e != null) Check(e.Message.Contains(missing), "message '" + e.Message + "' does not name " + missing);
+  }
+
+  void DisposedHandles() {
+    var model = new Model(modelDir);
+    var session = new Session(model);
+    session.Dispose();
+    session.Dispose();  // idempotent
+    SpeclaException e = ExpectFailure(Status.InvalidArgument, "a disposed session",
+                                      () => session.Generate(new[] { 1 }));
+    if (e != null) Check(e.Message.Contains("closed"), "disposed-session message: " + e.Message);
+    ExpectFailure(Status.InvalidArgument, "a session of a null model", () => new Session(null).Dispose());
+    model.Dispose();
+    ExpectFailure(Status.InvalidArgument, "a disposed model", () => model.Info());
+    ExpectFailure(Status.InvalidArgument, "a drafter of a disposed model", () => new Drafter(model).Dispose());
+  }
+
+  void TokenOutOfRange() {
+    using (var model = new Model(modelDir))
+    using (var session = new Session(model)) {
+      int vocab = model.Info().VocabSize;
+      int bad = vocab + 5;
+      SpeclaException e = ExpectFailure(Status.TokenOutOfRange, "generating from an out-of-range token",
+                                        () => session.Generate(new[] { 1, bad }));
+      if (e != null) Check(e.Message.Contains(bad.ToString()), "message does not name the id: " + e.Message);
+      ExpectFailure(Status.TokenOutOfRange, "detokenizing an out-of-range token",
+                    () => model.Detokenize(new[] { -1 }));
+      // A refused call changes nothing: the session still works.
+      Check(session.NPast() == 0, "NPast after a refused call is " + session.NPast());
+      Check(session.Eval(new[] { 1, 2 }).Length == vocab, "Eval after a refused call");
+    }
+  }
+
+  void Utf8RoundTrip() {
+    string text = "h\u00e9llo w\u00f6rld \u2713 \U0001F642 = \"ok\"\n";
+    using (var model = new Model(modelDir)) {
+      string back = model.Detokenize(model.Tokenize(text, false, false));
+      Check(back == text, "round trip gave '" + back + "'");
+    }
+  }
+
+  void ModelDisposedFirst() {
+    var model = new Model(modelDir);
+    var session = new Session(model);
+    var drafter = new Drafter(model);
+    int[] prompt = model.Tokenize(Prompt);
+    model.Dispose();  // the library model stays alive for the open session and drafter
+    int[] output = session.GenerateSpeculative(drafter, prompt, new SpecParams());
+    Check(output.Length > 0, "no tokens from a session whose model handle was disposed");
+    drafter.Dispose();
+    session.Dispose();
+  }
+
+  void SpeculativeEqualsGreedy() {
+    using (var model = new Model(modelDir))
+    using (var plain = new Session(model))
+    using (var speculative = new Session(model))
+    using (var drafter = new Drafter(model))
+    using (var greedy = new GenerateParams())
+    using (var parameters = new SpecParams())
+    using (var stats = new SpecStats()) {
+      int[] prompt = model.Tokenize(Prompt);
+      Check(prompt.Length > 0, "empty prompt ids");
+
+      greedy.MaxTokens = MaxTokens;
+      int[] expected = plain.Generate(prompt, greedy);
+
+      parameters.Generate = greedy;
+      int[] got = speculative.GenerateSpeculative(drafter, prompt, parameters, stats);
+
+      Check(expected.Length > 0, "plain greedy generated nothing");
+      Check(expected.SequenceEqual(got),
+            "speculative [" + string.Join(",", got) + "] != plain [" + string.Join(",", expected) + "]");
+      Check(stats.Generated == got.Length, "stats.Generated " + stats.Generated + " != " + got.Length);
+      Check(stats.Steps > 0 && stats.Steps <= got.Length, "stats.Steps " + stats.Steps);
+
+      string text = model.Detokenize(got);
+      Check(text.Length > 0, "empty text");
+      using (var textSession = new Session(model))
+      using (var textDrafter = new Drafter(model)) {
+        string streamed = textSession.GenerateSpeculativeText(textDrafter, Prompt, parameters);
+        Check(streamed == text, "GenerateSpeculativeText differs from Detokenize of the tokens");
+      }
+    }
+  }
+}

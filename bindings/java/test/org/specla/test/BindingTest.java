@@ -1,0 +1,176 @@
+package org.specla.test;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import org.specla.Drafter;
+import org.specla.GenerateParams;
+import org.specla.Model;
+import org.specla.ModelInfo;
+import org.specla.Session;
+import org.specla.SpecParams;
+import org.specla.SpecStats;
+import org.specla.Specla;
+import org.specla.SpeclaException;
+import org.specla.Status;
+
+/**
+ * Checks the Java binding against a real model: version, error mapping, closed handles,
+ * ownership, and greedy speculative decoding equal to plain greedy decoding.
+ * Usage: BindingTest MODEL_DIR. Exits non-zero when any check fails.
+ */
+public final class BindingTest {
+  private static final String PROMPT =
+      "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n";
+  private static final int MAX_TOKENS = 64;
+
+  private final String modelDir;
+  private final List<String> failures = new ArrayList<>();
+
+  private BindingTest(String modelDir) {
+    this.modelDir = modelDir;
+  }
+
+  public static void main(String[] args) {
+    if (args.length != 1) {
+      System.err.println("usage: BindingTest MODEL_DIR");
+      System.exit(2);
+    }
+    BindingTest test = new BindingTest(args[0]);
+    test.run("version", test::version);
+    test.run("missing model", test::missingModel);
+    test.run("closed and null handles", test::closedHandles);
+    test.run("token out of range", test::tokenOutOfRange);
+    test.run("UTF-8 round trip", test::utf8RoundTrip);
+    test.run("model closed before its session", test::modelClosedFirst);
+    test.run("speculative equals plain greedy", test::speculativeEqualsGreedy);
+    if (!test.failures.isEmpty()) {
+      System.err.println(test.failures.size() + " check(s) failed:");
+      for (String f : test.failures) System.err.println("  " + f);
+      System.exit(1);
+    }
+    System.out.println("all Java binding checks passed");
+  }
+
+  private void run(String name, Runnable body) {
+    int before = failures.size();
+    try {
+      body.run();
+    } catch (Throwable t) {
+      failures.add(name + ": unexpected " + t);
+    }
+    System.out.println((failures.size() == before ? "ok    " : "FAIL  ") + name);
+  }
+
+  private void check(boolean condition, String what) {
+    if (!condition) failures.add(what);
+  }
+
+  /** Runs body, which must throw a SpeclaException with the given status; returns it. */
+  private SpeclaException expectFailure(Status status, String what, Runnable body) {
+    try {
+      body.run();
+    } catch (SpeclaException e) {
+      check(e.getStatus() == status, what + ": status " + e.getStatus() + ", expected " + status);
+      check(!e.getMessage().isEmpty(), what + ": empty message");
+      return e;
+    }
+    failures.add(what + ": no SpeclaException");
+    return null;
+  }
+
+  private void version() {
+    String expected = Specla.VERSION_MAJOR + "." + Specla.VERSION_MINOR + "." + Specla.VERSION_PATCH;
+    check(Specla.version().equals(expected), "version() is '" + Specla.version() + "', header says " + expected);
+    check(Specla.statusString(Status.IO).startsWith("SPECLA_ERR_IO"), "statusString(IO)");
+  }
+
+  private void missingModel() {
+    String missing = modelDir + "/no-such-model";
+    SpeclaException e = expectFailure(Status.IO, "loading a missing folder", () -> new Model(missing).close());
+    if (e != null) check(e.getMessage().contains(missing), "message '" + e.getMessage() + "' does not name " + missing);
+  }
+
+  private void closedHandles() {
+    Model model = new Model(modelDir);
+    Session session = new Session(model);
+    session.close();
+    session.close(); // idempotent
+    SpeclaException e = expectFailure(Status.INVALID_ARGUMENT, "a closed session", () -> session.generate(new int[] {1}));
+    if (e != null) check(e.getMessage().contains("closed"), "closed-session message: " + e.getMessage());
+    expectFailure(Status.INVALID_ARGUMENT, "a session of a null model", () -> new Session(null).close());
+    model.close();
+    expectFailure(Status.INVALID_ARGUMENT, "a closed model", model::info);
+    expectFailure(Status.INVALID_ARGUMENT, "a drafter of a closed model", () -> new Drafter(model).close());
+  }
+
+  private void tokenOutOfRange() {
+    try (Model model = new Model(modelDir);
+        Session session = new Session(model)) {
+      ModelInfo info = model.info();
+      int bad = info.getVocabSize() + 5;
+      SpeclaException e = expectFailure(Status.TOKEN_OUT_OF_RANGE, "generating from an out-of-range token",
+          () -> session.generate(new int[] {1, bad}));
+      if (e != null) check(e.getMessage().contains(Integer.toString(bad)), "message does not name the id: " + e.getMessage());
+      expectFailure(Status.TOKEN_OUT_OF_RANGE, "detokenizing an out-of-range token", () -> model.detokenize(new int[] {-1}));
+      // A refused call changes nothing: the session still works.
+      check(session.nPast() == 0, "nPast after a refused call is " + session.nPast());
+      check(session.eval(new int[] {1, 2}).length == info.getVocabSize(), "eval after a refused call");
+    }
+  }
+
+  private void utf8RoundTrip() {
+    // Characters outside the BMP are where JNI's "modified UTF-8" and real UTF-8 differ.
+    String text = "h\u00e9llo w\u00f6rld \u2713 \ud83d\ude42 = \"ok\"\n";
+    try (Model model = new Model(modelDir)) {
+      String back = model.detokenize(model.tokenize(text, false, false));
+      check(back.equals(text), "round trip gave '" + back + "'");
+    }
+  }
+
+  private void modelClosedFirst() {
+    Model model = new Model(modelDir);
+    Session session = new Session(model);
+    Drafter drafter = new Drafter(model);
+    int[] prompt = model.tokenize(PROMPT);
+    model.close(); // the library model stays alive for the open session and drafter
+    int[] out = session.generateSpeculative(drafter, prompt, new SpecParams());
+    check(out.length > 0, "no tokens from a session whose model handle was closed");
+    drafter.close();
+    session.close();
+  }
+
+  private void speculativeEqualsGreedy() {
+    try (Model model = new Model(modelDir);
+        Session plain = new Session(model);
+        Session speculative = new Session(model);
+        Drafter drafter = new Drafter(model)) {
+      int[] prompt = model.tokenize(PROMPT);
+      check(prompt.length > 0, "empty prompt ids");
+
+      GenerateParams greedy = new GenerateParams();
+      greedy.setMaxTokens(MAX_TOKENS);
+      int[] expected = plain.generate(prompt, greedy);
+
+      SpecParams params = new SpecParams();
+      params.setGenerate(greedy);
+      SpecStats stats = new SpecStats();
+      int[] got = speculative.generateSpeculative(drafter, prompt, params, stats);
+
+      check(expected.length > 0, "plain greedy generated nothing");
+      check(Arrays.equals(expected, got),
+          "speculative " + Arrays.toString(got) + " != plain " + Arrays.toString(expected));
+      check(stats.getGenerated() == got.length, "stats.generated " + stats.getGenerated() + " != " + got.length);
+      check(stats.getSteps() > 0 && stats.getSteps() <= got.length, "stats.steps " + stats.getSteps());
+
+      String text = model.detokenize(got);
+      check(!text.isEmpty(), "empty text");
+      try (Session textSession = new Session(model);
+          Drafter textDrafter = new Drafter(model)) {
+        params.getGenerate().setMaxTokens(MAX_TOKENS);
+        String streamed = textSession.generateSpeculativeText(textDrafter, PROMPT, params);
+        check(streamed.equals(text), "generateSpeculativeText differs from detokenize of the tokens");
+      }
+    }
+  }
+}

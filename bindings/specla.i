@@ -1,0 +1,691 @@
+/* SWIG interface of SpecLA for Java, C# and Go.
+ *
+ * One module over include/specla/specla.h. The C API's conventions (status codes with a per-thread
+ * message, handles returned through out-parameters, caller-sized buffers) do not map directly onto
+ * managed languages, so this file puts a thin C layer between the header and SWIG:
+ *
+ *  - Handles are boxed: Model, Session and Drafter wrap a library handle in a small struct, which
+ *    becomes a class (Java, C#) or type (Go) with an explicit close. A model box is reference
+ *    counted by its sessions and drafters, so the library's rule "free the model last" holds
+ *    whatever order a program (or a garbage collector) closes them in.
+ *  - Every helper leaves the status of its call in a per-thread record next to the library's own
+ *    message. Java and C# turn a failure into a SpeclaException inside the same wrapper call; the
+ *    Go package reads the record right after the call, on the same OS thread.
+ *  - Buffers the library fills (generated tokens, logits, text) are allocated by the helper at the
+ *    size the call needs and handed to the language as one of the specla_binding_* buffer structs;
+ *    the language's typemap copies it into a native array or string and frees it.
+ *
+ * Per-language typemaps (arrays, strings, exceptions) live next to each language's sources and are
+ * included below. Nothing here is C++: the wrappers compile as C11.
+ */
+
+#if defined(SWIGGO)
+%module specla
+#else
+%module Specla
+#endif
+
+%include <stdint.i>
+
+/* ==== The C layer ======================================================================== */
+
+%{
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "specla/specla.h"
+
+/* ---- Per-thread record of the last helper call ----------------------------------------------
+ * The library keeps its message per thread, so the status belongs there too. A failure the
+ * binding detects itself (a closed handle, an allocation of its own) carries a static message;
+ * otherwise the message is the library's specla_last_error(). */
+static _Thread_local specla_status specla_binding_status = SPECLA_OK;
+static _Thread_local const char *specla_binding_message = NULL;
+
+static void specla_binding_begin(void) {
+    specla_binding_status = SPECLA_OK;
+    specla_binding_message = NULL;
+}
+
+/* Records a library status; true when the call succeeded. */
+static bool specla_binding_check(specla_status status) {
+    if (status != SPECLA_OK) {
+        specla_binding_status = status;
+        specla_binding_message = NULL;
+    }
+    return status == SPECLA_OK;
+}
+
+static void specla_binding_fail(specla_status status, const char *static_message) {
+    specla_binding_status = status;
+    specla_binding_message = static_message;
+}
+
+static specla_status specla_binding_last_status(void) { return specla_binding_status; }
+
+static const char *specla_binding_last_message(void) {
+    if (specla_binding_status == SPECLA_OK) return "";
+    return specla_binding_message ? specla_binding_message : specla_last_error();
+}
+
+/* ---- Buffers handed to the language ----------------------------------------------------------
+ * Allocated here with malloc, released with free by the language's typemap once copied. A failed
+ * call hands back {NULL, 0}. */
+typedef struct specla_binding_tokens { int32_t *data; size_t size; } specla_binding_tokens;
+typedef struct specla_binding_floats { float *data; size_t size; } specla_binding_floats;
+typedef struct specla_binding_text { char *data; size_t size; } specla_binding_text;
+
+static void *specla_binding_alloc(size_t count, size_t element_size) {
+    if (count == 0) return NULL;
+    if (count > SIZE_MAX / element_size) {
+        specla_binding_fail(SPECLA_ERR_OUT_OF_MEMORY, "the requested buffer is too large");
+        return NULL;
+    }
+    void *p = malloc(count * element_size);
+    if (!p) specla_binding_fail(SPECLA_ERR_OUT_OF_MEMORY, "out of host memory in the language binding");
+    return p;
+}
+
+/* Exported so that languages which copy buffers on their own side (C#) release them here, with
+ * the allocator that made them. */
+#if defined(_WIN32)
+__declspec(dllexport)
+#elif defined(__GNUC__)
+__attribute__((visibility("default")))
+#endif
+void specla_binding_free(void *buffer) { free(buffer); }
+
+/* ---- Handle boxes ---------------------------------------------------------------------------- */
+typedef struct specla_binding_model {
+    specla_model *model;
+    atomic_int references; /* the user's handle plus one per open session and drafter */
+} specla_binding_model;
+
+typedef struct specla_binding_session {
+    specla_session *session;
+    specla_binding_model *model; /* holds a reference: the library frees a model after its sessions */
+} specla_binding_session;
+
+typedef struct specla_binding_drafter {
+    specla_drafter *drafter;
+    specla_binding_model *model; /* holds a reference, as a session does */
+} specla_binding_drafter;
+
+static void specla_binding_retain_model(specla_binding_model *box) {
+    atomic_fetch_add(&box->references, 1);
+}
+
+static void specla_binding_release_model(specla_binding_model *box) {
+    if (box && atomic_fetch_sub(&box->references, 1) == 1) {
+        specla_model_free(box->model);
+        free(box);
+    }
+}
+
+/* A closed handle reaches C as NULL (Java and C# zero their pointer on close, Go passes 0). */
+static specla_model *specla_binding_open_model(const specla_binding_model *box) {
+    if (!box) specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the model is closed (or null)");
+    return box ? box->model : NULL;
+}
+
+static specla_session *specla_binding_open_session(const specla_binding_session *box) {
+    if (!box) specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the session is closed (or null)");
+    return box ? box->session : NULL;
+}
+
+static specla_drafter *specla_binding_open_drafter(const specla_binding_drafter *box) {
+    if (!box) specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the drafter is closed (or null)");
+    return box ? box->drafter : NULL;
+}
+
+/* ---- Model ------------------------------------------------------------------------------------ */
+static specla_binding_model *specla_binding_load_model(const char *folder, const specla_model_params *params) {
+    specla_binding_begin();
+    specla_model *model = NULL;
+    if (!specla_binding_check(specla_model_load(folder, params ? *params : specla_model_default_params(), &model)))
+        return NULL;
+    specla_binding_model *box = specla_binding_alloc(1, sizeof *box);
+    if (!box) {
+        specla_model_free(model);
+        return NULL;
+    }
+    box->model = model;
+    atomic_init(&box->references, 1);
+    return box;
+}
+
+/* Information queries hand back a malloc'd copy (NULL on failure); the language's proxy owns it
+ * and frees it, so a failed query leaves nothing behind. */
+static specla_model_info *specla_binding_get_model_info(const specla_binding_model *box) {
+    specla_binding_begin();
+    specla_model *model = specla_binding_open_model(box);
+    specla_model_info *info = model ? specla_binding_alloc(1, sizeof *info) : NULL;
+    if (info && !specla_binding_check(specla_model_get_info(model, info))) {
+        free(info);
+        info = NULL;
+    }
+    return info;
+}
+
+static specla_memory_stats *specla_binding_get_memory_stats(const specla_binding_model *box) {
+    specla_binding_begin();
+    specla_model *model = specla_binding_open_model(box);
+    specla_memory_stats *stats = model ? specla_binding_alloc(1, sizeof *stats) : NULL;
+    if (stats && !specla_binding_check(specla_model_memory_stats(model, stats))) {
+        free(stats);
+        stats = NULL;
+    }
+    return stats;
+}
+
+static const specla_tokenizer *specla_binding_tokenizer_of(const specla_binding_model *box) {
+    const specla_model *model = specla_binding_open_model(box);
+    const specla_tokenizer *tokenizer = NULL;
+    if (model) specla_binding_check(specla_model_tokenizer(model, &tokenizer));
+    return tokenizer;
+}
+
+static specla_tokenizer_info *specla_binding_get_tokenizer_info(const specla_binding_model *box) {
+    specla_binding_begin();
+    const specla_tokenizer *tokenizer = specla_binding_tokenizer_of(box);
+    specla_tokenizer_info *info = tokenizer ? specla_binding_alloc(1, sizeof *info) : NULL;
+    if (info && !specla_binding_check(specla_tokenizer_get_info(tokenizer, info))) {
+        free(info);
+        info = NULL;
+    }
+    return info;
+}
+
+/* add_bos < 0: the tokenizer's own default, as specla_generate_text uses. */
+static specla_binding_tokens specla_binding_tokenize(const specla_binding_model *box, const char *text,
+                                                           int add_bos, bool parse_special) {
+    specla_binding_begin();
+    specla_binding_tokens out = {NULL, 0};
+    const specla_tokenizer *tokenizer = specla_binding_tokenizer_of(box);
+    if (!tokenizer) return out;
+    if (!text) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the text to tokenize is null");
+        return out;
+    }
+    if (add_bos < 0) {
+        specla_tokenizer_info info;
+        if (!specla_binding_check(specla_tokenizer_get_info(tokenizer, &info))) return out;
+        add_bos = info.add_bos_default;
+    }
+    /* One id per byte plus BOS covers byte-level BPE; the sized second call covers the rest. */
+    const size_t text_len = strlen(text);
+    size_t capacity = text_len + 2, needed = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        int32_t *ids = specla_binding_alloc(capacity, sizeof *ids);
+        if (!ids) return out;
+        const specla_status st =
+            specla_tokenize(tokenizer, text, text_len, add_bos != 0, parse_special, ids, capacity, &needed);
+        if (st == SPECLA_OK) {
+            out.data = ids;
+            out.size = needed;
+            return out;
+        }
+        free(ids);
+        if (st != SPECLA_ERR_CAPACITY || attempt == 1) {
+            specla_binding_check(st);
+            return out;
+        }
+        capacity = needed;
+    }
+    return out;
+}
+
+static specla_binding_text specla_binding_detokenize(const specla_binding_model *box, const int32_t *tokens,
+                                                           size_t n_tokens, bool skip_special) {
+    specla_binding_begin();
+    specla_binding_text out = {NULL, 0};
+    const specla_tokenizer *tokenizer = specla_binding_tokenizer_of(box);
+    if (!tokenizer) return out;
+    size_t capacity = 16 * n_tokens + 1, needed = 0;
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        char *text = specla_binding_alloc(capacity, 1);
+        if (!text) return out;
+        const specla_status st =
+            specla_detokenize(tokenizer, tokens, n_tokens, skip_special, text, capacity, &needed);
+        if (st == SPECLA_OK) {
+            out.data = text;
+            out.size = needed;
+            return out;
+        }
+        free(text);
+        if (st != SPECLA_ERR_CAPACITY || attempt == 1) {
+            specla_binding_check(st);
+            return out;
+        }
+        capacity = needed + 1;
+    }
+    return out;
+}
+
+/* ---- Session and drafter ---------------------------------------------------------------------- */
+static specla_binding_session *specla_binding_create_session(specla_binding_model *model_box,
+                                                             const specla_session_params *params) {
+    specla_binding_begin();
+    specla_model *model = specla_binding_open_model(model_box);
+    if (!model) return NULL;
+    specla_session *session = NULL;
+    if (!specla_binding_check(
+            specla_session_create(model, params ? *params : specla_session_default_params(), &session)))
+        return NULL;
+    specla_binding_session *box = specla_binding_alloc(1, sizeof *box);
+    if (!box) {
+        specla_session_free(session);
+        return NULL;
+    }
+    box->session = session;
+    box->model = model_box;
+    specla_binding_retain_model(model_box);
+    return box;
+}
+
+static void specla_binding_close_session(specla_binding_session *box) {
+    if (!box) return;
+    specla_session_free(box->session);
+    specla_binding_release_model(box->model);
+    free(box);
+}
+
+static specla_binding_drafter *specla_binding_create_drafter(specla_binding_model *model_box,
+                                                             const specla_drafter_params *params) {
+    specla_binding_begin();
+    specla_model *model = specla_binding_open_model(model_box);
+    if (!model) return NULL;
+    specla_drafter *drafter = NULL;
+    if (!specla_binding_check(
+            specla_drafter_create(model, params ? *params : specla_drafter_default_params(), &drafter)))
+        return NULL;
+    specla_binding_drafter *box = specla_binding_alloc(1, sizeof *box);
+    if (!box) {
+        specla_drafter_free(drafter);
+        return NULL;
+    }
+    box->drafter = drafter;
+    box->model = model_box;
+    specla_binding_retain_model(model_box);
+    return box;
+}
+
+static void specla_binding_close_drafter(specla_binding_drafter *box) {
+    if (!box) return;
+    specla_drafter_free(box->drafter);
+    specla_binding_release_model(box->model);
+    free(box);
+}
+
+static void specla_binding_reset(specla_binding_session *box) {
+    specla_binding_begin();
+    specla_session *session = specla_binding_open_session(box);
+    if (session) specla_binding_check(specla_session_reset(session));
+}
+
+static int64_t specla_binding_n_past(const specla_binding_session *box) {
+    specla_binding_begin();
+    int64_t n = 0;
+    specla_session *session = specla_binding_open_session(box);
+    if (session) specla_binding_check(specla_session_n_past(session, &n));
+    return n;
+}
+
+static specla_binding_floats specla_binding_eval(specla_binding_session *box, const int32_t *tokens,
+                                                         size_t n_tokens, specla_logits_mode mode) {
+    specla_binding_begin();
+    specla_binding_floats out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return out;
+    specla_model_info info;
+    if (!specla_binding_check(specla_model_get_info(box->model->model, &info))) return out;
+    size_t rows = mode == SPECLA_LOGITS_ALL ? n_tokens : mode == SPECLA_LOGITS_LAST ? 1 : 0;
+    if (rows > 0 && (size_t)info.vocab_size > SIZE_MAX / rows) {
+        specla_binding_fail(SPECLA_ERR_OUT_OF_MEMORY, "the requested logits do not fit in memory");
+        return out;
+    }
+    const size_t capacity = rows * (size_t)info.vocab_size;
+    float *logits = specla_binding_alloc(capacity, sizeof *logits);
+    if (capacity > 0 && !logits) return out;
+    if (!specla_binding_check(specla_session_eval(session, tokens, n_tokens, mode, logits, capacity))) {
+        free(logits);
+        return out;
+    }
+    out.data = logits;
+    out.size = capacity;
+    return out;
+}
+
+/* Room for the whole budget: the C API requires out_capacity >= max_tokens. */
+static int32_t *specla_binding_token_budget(int32_t max_tokens, size_t *capacity) {
+    *capacity = max_tokens > 0 ? (size_t)max_tokens : 0;
+    return specla_binding_alloc(*capacity, sizeof(int32_t));
+}
+
+static specla_binding_tokens specla_binding_generate(specla_binding_session *box, const int32_t *prompt,
+                                                             size_t n_prompt, const specla_generate_params *params) {
+    specla_binding_begin();
+    specla_binding_tokens out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return out;
+    const specla_generate_params p = params ? *params : specla_generate_default_params();
+    size_t capacity = 0, n = 0;
+    int32_t *tokens = specla_binding_token_budget(p.max_tokens, &capacity);
+    if (capacity > 0 && !tokens) return out;
+    if (!specla_binding_check(specla_generate(session, prompt, n_prompt, p, tokens, capacity, &n))) {
+        free(tokens);
+        return out;
+    }
+    out.data = tokens;
+    out.size = n;
+    return out;
+}
+
+static specla_binding_tokens specla_binding_generate_speculative(
+    specla_binding_session *box, specla_binding_drafter *drafter_box, const int32_t *prompt, size_t n_prompt,
+    const specla_spec_params *params, specla_spec_stats *stats) {
+    specla_binding_begin();
+    specla_binding_tokens out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return out;
+    specla_drafter *drafter = specla_binding_open_drafter(drafter_box);
+    if (!drafter) return out;
+    const specla_spec_params p = params ? *params : specla_spec_default_params();
+    size_t capacity = 0, n = 0;
+    int32_t *tokens = specla_binding_token_budget(p.generate.max_tokens, &capacity);
+    if (capacity > 0 && !tokens) return out;
+    if (!specla_binding_check(
+            specla_generate_speculative(session, drafter, prompt, n_prompt, p, tokens, capacity, &n, stats))) {
+        free(tokens);
+        return out;
+    }
+    out.data = tokens;
+    out.size = n;
+    return out;
+}
+
+/* Moves a library string into a binding buffer, so that every buffer a language receives is
+ * released the same way (free), whoever allocated its contents. */
+static specla_binding_text specla_binding_take_library_text(char *library_text) {
+    specla_binding_text out = {NULL, 0};
+    if (!library_text) return out;
+    const size_t size = strlen(library_text);
+    out.data = specla_binding_alloc(size + 1, 1);
+    if (out.data) {
+        memcpy(out.data, library_text, size + 1);
+        out.size = size;
+    }
+    specla_string_free(library_text);
+    return out;
+}
+
+static specla_binding_text specla_binding_generate_text(specla_binding_session *box, const char *prompt,
+                                                                const specla_generate_params *params) {
+    specla_binding_begin();
+    specla_binding_text out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return out;
+    char *text = NULL;
+    if (!specla_binding_check(specla_generate_text(
+            session, prompt, params ? *params : specla_generate_default_params(), &text, NULL)))
+        return out;
+    return specla_binding_take_library_text(text);
+}
+
+static specla_binding_text specla_binding_generate_speculative_text(
+    specla_binding_session *box, specla_binding_drafter *drafter_box, const char *prompt,
+    const specla_spec_params *params, specla_spec_stats *stats) {
+    specla_binding_begin();
+    specla_binding_text out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return out;
+    specla_drafter *drafter = specla_binding_open_drafter(drafter_box);
+    if (!drafter) return out;
+    char *text = NULL;
+    if (!specla_binding_check(specla_generate_speculative_text(
+            session, drafter, prompt, params ? *params : specla_spec_default_params(), &text, NULL, stats)))
+        return out;
+    return specla_binding_take_library_text(text);
+}
+%}
+
+/* ==== Names ================================================================================== */
+
+/* Functions of the header are reached through the classes below; only a few stay module-level. */
+%rename("$ignore", regextarget=1, %$isfunction) "^specla_";
+
+/* Callbacks and borrowed pointer arrays have no safe managed counterpart in this binding
+ * (streaming, progress and stop strings are C-only for now); per-depth statistics are C arrays. */
+%ignore specla_model_params::progress_callback;
+%ignore specla_model_params::progress_user_data;
+%ignore specla_generate_params::on_token;
+%ignore specla_generate_params::user_data;
+%ignore specla_generate_params::stop_strings;
+%ignore specla_generate_params::n_stop_strings;
+%ignore specla_spec_stats::drafted_at_depth;
+%ignore specla_spec_stats::accepted_at_depth;
+%ignore specla_log_level;
+%ignore SPECLA_LOG_DEBUG;
+%ignore SPECLA_LOG_INFO;
+%ignore SPECLA_LOG_WARN;
+%ignore SPECLA_LOG_ERROR;
+
+%rename(Status) specla_status;
+%rename(Backend) specla_backend;
+%rename(LogitsMode) specla_logits_mode;
+%rename(DrafterType) specla_drafter_type;
+%rename(TreeAlgorithm) specla_tree_algorithm;
+%rename(ModelParams) specla_model_params;
+%rename(ModelInfo) specla_model_info;
+%rename(MemoryStats) specla_memory_stats;
+%rename(SessionParams) specla_session_params;
+%rename(SamplingParams) specla_sampling_params;
+%rename(GenerateParams) specla_generate_params;
+%rename(TokenizerInfo) specla_tokenizer_info;
+%rename(DrafterParams) specla_drafter_params;
+%rename(SpecParams) specla_spec_params;
+%rename(SpecStats) specla_spec_stats;
+%rename(Model) specla_binding_model;
+%rename(Session) specla_binding_session;
+%rename(Drafter) specla_binding_drafter;
+
+/* SPECLA_ERR_IO -> IO, SPECLA_BACKEND_CPU -> CPU, ... (C# renames them once more, to PascalCase). */
+%rename("%(regex:/^SPECLA_(ERR_|BACKEND_|LOGITS_|DRAFTER_|TREE_)?(.*)$/\\2/)s", %$isenumitem) "";
+%rename("%(strip:[SPECLA_])s", %$isconstant) "";
+
+/* Fields and methods follow each language's case; Go capitalises whatever it gets. */
+#if defined(SWIGCSHARP)
+%rename("%(camelcase)s", %$ismember) "";
+%rename(Version) specla_version;
+%rename(HasCuda) specla_has_cuda;
+%rename(StatusString) specla_status_string;
+#else
+%rename("%(lowercamelcase)s", %$ismember) "";
+%rename(version) specla_version;
+%rename(hasCuda) specla_has_cuda;
+%rename(statusString) specla_status_string;
+#endif
+
+/* ==== Per-language typemaps ================================================================== */
+
+#if defined(SWIGJAVA)
+%include "java/specla_java.swg"
+#elif defined(SWIGCSHARP)
+%include "csharp/specla_csharp.swg"
+#elif defined(SWIGGO)
+%include "go/specla_go.swg"
+#else
+#error "bindings/specla.i supports Java, C# and Go"
+#endif
+
+/* Token arrays in: one language array becomes the C (pointer, count) pair. */
+%apply (const int32_t *TOKENS, size_t N_TOKENS) {
+    (const int32_t *tokens, size_t n_tokens),
+    (const int32_t *prompt, size_t n_prompt)
+};
+
+/* ==== Parameter and information structs, straight from the header ========================== */
+
+/* What the library reports is read-only (getters only). */
+%immutable specla_model_info::vocab_size;        %immutable specla_model_info::hidden_size;
+%immutable specla_model_info::num_layers;        %immutable specla_model_info::num_heads;
+%immutable specla_model_info::num_v_heads;       %immutable specla_model_info::head_k_dim;
+%immutable specla_model_info::head_v_dim;        %immutable specla_model_info::conv_size;
+%immutable specla_model_info::intermediate_size; %immutable specla_model_info::bos_token_id;
+%immutable specla_model_info::eos_token_id;      %immutable specla_model_info::num_parameters;
+%immutable specla_model_info::state_bytes;       %immutable specla_model_info::backend;
+%immutable specla_model_info::has_tokenizer;
+%immutable specla_memory_stats::weight_bytes;    %immutable specla_memory_stats::arena_reserved_bytes;
+%immutable specla_memory_stats::arena_used_bytes; %immutable specla_memory_stats::arena_peak_bytes;
+%immutable specla_memory_stats::arena_blocks;    %immutable specla_memory_stats::live_allocations;
+%immutable specla_tokenizer_info::vocab_size;    %immutable specla_tokenizer_info::bos_token_id;
+%immutable specla_tokenizer_info::eos_token_id;  %immutable specla_tokenizer_info::add_bos_default;
+%immutable specla_spec_stats::steps;             %immutable specla_spec_stats::drafted;
+%immutable specla_spec_stats::accepted;          %immutable specla_spec_stats::generated;
+%immutable specla_spec_stats::mean_accepted_length; %immutable specla_spec_stats::acceptance_rate;
+
+%include "specla/specla.h"
+
+/* `new XParams()` starts from the library's defaults, as the header asks callers to do. */
+%define SPECLA_DEFAULTED_PARAMS(TYPE, DEFAULTS)
+%extend TYPE {
+    TYPE() {
+        TYPE *p = (TYPE *)malloc(sizeof(TYPE));
+        if (p) *p = DEFAULTS();
+        return p;
+    }
+    ~TYPE() { free($self); }
+}
+%enddef
+SPECLA_DEFAULTED_PARAMS(specla_model_params, specla_model_default_params)
+SPECLA_DEFAULTED_PARAMS(specla_session_params, specla_session_default_params)
+SPECLA_DEFAULTED_PARAMS(specla_sampling_params, specla_sampling_default_params)
+SPECLA_DEFAULTED_PARAMS(specla_generate_params, specla_generate_default_params)
+SPECLA_DEFAULTED_PARAMS(specla_drafter_params, specla_drafter_default_params)
+SPECLA_DEFAULTED_PARAMS(specla_spec_params, specla_spec_default_params)
+
+/* ==== Handles ================================================================================ */
+
+/* Buffer types the typemaps above convert; SWIG needs only their names. */
+typedef struct specla_binding_tokens specla_binding_tokens;
+typedef struct specla_binding_floats specla_binding_floats;
+typedef struct specla_binding_text specla_binding_text;
+
+/* From here on every wrapper checks the per-thread record and raises what it holds. */
+SPECLA_RAISE_ON_FAILURE
+
+%newobject specla_binding_model::info;
+%newobject specla_binding_model::memory_stats;
+%newobject specla_binding_model::tokenizer_info;
+%nodefaultctor specla_binding_model;
+%nodefaultctor specla_binding_session;
+%nodefaultctor specla_binding_drafter;
+
+/* A loaded model; immutable, may be shared by threads. Closing it while sessions or drafters of
+ * it are open is allowed: the library's model is freed when the last of them closes. */
+struct specla_binding_model {};
+%extend specla_binding_model {
+    specla_binding_model(const char *folder, const specla_model_params *parameters) {
+        return specla_binding_load_model(folder, parameters);
+    }
+    ~specla_binding_model() { specla_binding_release_model($self); }
+    specla_model_info *info() const { return specla_binding_get_model_info($self); }
+    specla_memory_stats *memory_stats() const { return specla_binding_get_memory_stats($self); }
+    specla_tokenizer_info *tokenizer_info() const { return specla_binding_get_tokenizer_info($self); }
+    specla_binding_tokens tokenize(const char *text, bool addBos, bool parseSpecial) const {
+        return specla_binding_tokenize($self, text, addBos, parseSpecial);
+    }
+    specla_binding_text detokenize(const int32_t *tokens, size_t n_tokens, bool skipSpecial) const {
+        return specla_binding_detokenize($self, tokens, n_tokens, skipSpecial);
+    }
+#if !defined(SWIGGO)
+    /* Shorter forms; Go spells every argument out in its own package. */
+    specla_binding_model(const char *folder) { return specla_binding_load_model(folder, NULL); }
+    /* As the text generation functions do: BOS per the tokenizer's default, special tokens parsed. */
+    specla_binding_tokens tokenize(const char *text) const {
+        return specla_binding_tokenize($self, text, -1, true);
+    }
+    specla_binding_text detokenize(const int32_t *tokens, size_t n_tokens) const {
+        return specla_binding_detokenize($self, tokens, n_tokens, false);
+    }
+#else
+    /* Go's form of the default-BOS overload. */
+    specla_binding_tokens tokenize_default(const char *text) const {
+        return specla_binding_tokenize($self, text, -1, true);
+    }
+#endif
+}
+
+/* Speculative decoding keeps per-sequence state: one drafter per session. */
+struct specla_binding_drafter {};
+%extend specla_binding_drafter {
+    specla_binding_drafter(specla_binding_model *model, const specla_drafter_params *parameters) {
+        return specla_binding_create_drafter(model, parameters);
+    }
+    ~specla_binding_drafter() { specla_binding_close_drafter($self); }
+#if !defined(SWIGGO)
+    specla_binding_drafter(specla_binding_model *model) { return specla_binding_create_drafter(model, NULL); }
+#endif
+}
+
+/* One sequence; used by one thread at a time. Wherever a parameters object is taken, null means
+ * the library's defaults. */
+struct specla_binding_session {};
+%extend specla_binding_session {
+    specla_binding_session(specla_binding_model *model, const specla_session_params *parameters) {
+        return specla_binding_create_session(model, parameters);
+    }
+    ~specla_binding_session() { specla_binding_close_session($self); }
+    void reset() { specla_binding_reset($self); }
+    int64_t n_past() const { return specla_binding_n_past($self); }
+    specla_binding_floats eval(const int32_t *tokens, size_t n_tokens, specla_logits_mode mode) {
+        return specla_binding_eval($self, tokens, n_tokens, mode);
+    }
+    specla_binding_tokens generate(const int32_t *prompt, size_t n_prompt, const specla_generate_params *parameters) {
+        return specla_binding_generate($self, prompt, n_prompt, parameters);
+    }
+    specla_binding_text generate_text(const char *prompt, const specla_generate_params *parameters) {
+        return specla_binding_generate_text($self, prompt, parameters);
+    }
+    /* `stats` may be null; when given, it receives what the drafter and the verifier did. */
+    specla_binding_tokens generate_speculative(specla_binding_drafter *drafter, const int32_t *prompt,
+                                               size_t n_prompt, const specla_spec_params *parameters,
+                                               specla_spec_stats *stats) {
+        return specla_binding_generate_speculative($self, drafter, prompt, n_prompt, parameters, stats);
+    }
+    specla_binding_text generate_speculative_text(specla_binding_drafter *drafter, const char *prompt,
+                                                  const specla_spec_params *parameters, specla_spec_stats *stats) {
+        return specla_binding_generate_speculative_text($self, drafter, prompt, parameters, stats);
+    }
+#if !defined(SWIGGO)
+    specla_binding_session(specla_binding_model *model) { return specla_binding_create_session(model, NULL); }
+    specla_binding_floats eval(const int32_t *tokens, size_t n_tokens) {
+        return specla_binding_eval($self, tokens, n_tokens, SPECLA_LOGITS_LAST);
+    }
+    specla_binding_tokens generate(const int32_t *prompt, size_t n_prompt) {
+        return specla_binding_generate($self, prompt, n_prompt, NULL);
+    }
+    specla_binding_text generate_text(const char *prompt) {
+        return specla_binding_generate_text($self, prompt, NULL);
+    }
+    specla_binding_tokens generate_speculative(specla_binding_drafter *drafter, const int32_t *prompt,
+                                               size_t n_prompt, const specla_spec_params *parameters) {
+        return specla_binding_generate_speculative($self, drafter, prompt, n_prompt, parameters, NULL);
+    }
+    specla_binding_text generate_speculative_text(specla_binding_drafter *drafter, const char *prompt,
+                                                  const specla_spec_params *parameters) {
+        return specla_binding_generate_speculative_text($self, drafter, prompt, parameters, NULL);
+    }
+#endif
+}
+
+%noexception;
+
+#if defined(SWIGGO)
+/* Go reads the record itself (go/errors.go); Java and C# raise from it in C. */
+specla_status specla_binding_last_status(void);
+const char *specla_binding_last_message(void);
+#endif
