@@ -64,6 +64,7 @@ public:
     void commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred);
 
     int64_t n_past() const { return int64_t(context_.size()); }  // includes a pending token
+    bool has_pending() const { return pending_.has_value(); }
     const std::vector<int32_t> &context() const { return context_; }
     SequenceState &state() { return *state_; }
     // Record tokens fed through the backend directly (speculative commit).

@@ -74,14 +74,24 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
         tree.clear();
         if (budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session.context(), budget, tree);
 
+        // Nothing drafted: the pass is a plain decoding step of the pending token, through the
+        // backend's decoding path (on the GPU a captured graph, several times cheaper than a
+        // one-node verification pass), giving the same token: greedy, the same logits (bitwise on
+        // the GPU, where verified rows equal decoding steps); sampled, a draw from the target's
+        // own distribution, which is what acceptance of an empty draft draws from.
+        const bool plain_step = tree.size() == 0 && session.has_pending();
         AcceptResult acc;
-        step_verify_accept(session, tree, g.sampling, rng, opts.algorithm, false, root, node_logits, node_choice, acc);
-
+        std::vector<int32_t> emit;
+        if (plain_step) {
+            emit.push_back(session.sample_next(g.sampling, rng.uniform()));
+        } else {
+            step_verify_accept(session, tree, g.sampling, rng, opts.algorithm, false, root, node_logits, node_choice,
+                               acc);
+            for (int32_t node : acc.path) emit.push_back(tree.tokens[size_t(node)]);
+            emit.push_back(acc.bonus);
+        }
         // Emit path tokens then the bonus, stopping at the first stop condition; the state keeps
         // exactly what was emitted (the last emitted token becomes the pending one).
-        std::vector<int32_t> emit;
-        for (int32_t node : acc.path) emit.push_back(tree.tokens[size_t(node)]);
-        emit.push_back(acc.bonus);
         size_t m = 0;
         while (m < emit.size()) {
             const int32_t t = emit[m++];
@@ -93,7 +103,8 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
             }
         }
         const std::vector<int32_t> kept_path(acc.path.begin(), acc.path.begin() + long(m - 1));
-        session.commit(kept_path, emit[m - 1], opts.deferred_commit);
+        if (plain_step) session.set_pending(emit[0]);
+        else session.commit(kept_path, emit[m - 1], opts.deferred_commit);
         drafter.observe_accepted(session.context());
 
         ++stats.steps;
