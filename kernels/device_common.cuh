@@ -41,13 +41,14 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
 }
 
 // ---- loads ------------------------------------------------------------------------------------------
-// L2 policies of a decoding step: the ~3 GB of weights stream through a 50 MB L2 once per step
-// (evict-first); what every step reads again stays (evict-last): the small per-layer operands, and
-// the recurrent state where a sequence's state fits in L2 (gdn_recurrent.cu). Measured on the H200
-// (same-run comparisons in bench/RESULTS.md, 2026-11-30), GDN-1.3B step: small operands evict-last
-// 1.0690 -> 1.0495 ms (as fast as with no norm weights at all: they no longer come from HBM behind
-// the previous kernel's weight stream at the start of every GEMV); the state evict-last and the
-// weights evict-first 1.0444 -> 1.0302 ms (the weights evict-first alone: 0.2 % slower).
+// L2 policies of a decoding step: the ~3 GB of weights stream through the L2 (60 MB on the
+// H200) once per step (evict-first); what every step reads again stays (evict-last): the small
+// operands, and the recurrent state where a sequence's state fits in L2 (gdn_recurrent.cu).
+// Measured on the H200 (same-run comparisons in bench/RESULTS.md, 2026-11-30), GDN-1.3B step:
+// small operands evict-last 1.0690 -> 1.0495 ms (as fast as with no norm weights at all: they no
+// longer come from HBM behind the previous kernel's weight stream at the start of every GEMV); the
+// state evict-last and the weights evict-first 1.0444 -> 1.0302 ms (the weights evict-first
+// alone: 0.2 % slower).
 __device__ __forceinline__ uint64_t l2_evict_first_policy() {
     uint64_t p;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
