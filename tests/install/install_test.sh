@@ -5,7 +5,9 @@
 #   (b) a CMake project finds it with find_package(SpecLA) and builds and runs;
 #   (c) the shared library exports only specla_* symbols;
 #   (d) its SONAME is libspecla.so.<SPECLA_ABI_VERSION> (0);
-#   (e) the installed header compiles as C99 -pedantic and as C++.
+#   (e) the installed header compiles as C99 -pedantic and as C++;
+#   (f) the Java and C# bindings, where they were built, compile their samples against the
+#       installed jar / assembly and run them on the shipped model.
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG]
 set -euo pipefail
 
@@ -119,5 +121,34 @@ for std in c++11 c++17; do
     "$CXX" -std=$std -pedantic -Wall -Wextra -Werror -fsyntax-only -I"$PREFIX/include" "$WORK/header.cpp" \
         || die "the header does not compile as $std"
 done
+
+# ---- (f) the language bindings --------------------------------------------------------------------
+step "(f) the Java and C# bindings from the prefix"
+BIG_MODEL="$SRC/models/gdn-pycode-22m"
+JAR="$PREFIX/share/java/specla.jar"
+if [[ -f "$JAR" ]] && command -v javac >/dev/null && command -v java >/dev/null; then
+    mkdir "$WORK/java"
+    javac -encoding UTF-8 -d "$WORK/java" -cp "$JAR" "$SRC/bindings/java/sample/org/specla/sample/GenerateSample.java" \
+        || die "the Java sample does not compile against the installed jar"
+    # Only java.library.path: the JNI library finds libspecla through its run path.
+    OUT=$(java -Djava.library.path="$LIBDIR" -cp "$JAR:$WORK/java" org.specla.sample.GenerateSample "$BIG_MODEL") \
+        || die "the Java sample failed from the prefix: $OUT"
+    grep -q "tokens per pass" <<<"$OUT" || die "unexpected Java sample output: $OUT"
+    echo "Java: sample ran from $JAR"
+else
+    echo "Java: not installed by this build or no JDK here; skipped"
+fi
+DLL="$PREFIX/lib/cli/specla/Specla.dll"
+MCS=$(command -v mcs || command -v csc || true)
+if [[ -f "$DLL" && -n "$MCS" ]] && command -v mono >/dev/null; then
+    "$MCS" -nologo -target:exe -out:"$WORK/sample.exe" -r:"$DLL" "$SRC/bindings/csharp/sample/GenerateSample.cs" \
+        || die "the C# sample does not compile against the installed assembly"
+    OUT=$(MONO_PATH="$(dirname "$DLL")" LD_LIBRARY_PATH="$LIBDIR" mono "$WORK/sample.exe" "$BIG_MODEL") \
+        || die "the C# sample failed from the prefix: $OUT"
+    grep -q "tokens per pass" <<<"$OUT" || die "unexpected C# sample output: $OUT"
+    echo "C#: sample ran from $DLL"
+else
+    echo "C#: not installed by this build or no C# compiler and mono here; skipped"
+fi
 
 echo "install test: all checks passed"
