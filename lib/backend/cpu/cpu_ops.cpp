@@ -82,6 +82,8 @@ template <int O, typename T>
 inline void rows_tail(const T *W, int64_t cols, int64_t o, int64_t o0, const float *X, int64_t r0, int64_t rows,
                       int64_t ldx, float *Y, int64_t ldy) {
     switch (rows) {
+        case 5: tile<5, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
+        case 4: tile<4, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
         case 3: tile<3, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
         case 2: tile<2, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
         case 1: tile<1, O>(W, cols, o, o0, X, r0, ldx, Y, ldy); break;
@@ -111,12 +113,12 @@ void linear_typed(const T *W, int64_t cols, int64_t o0, int64_t o1, const float 
                 tile<1, 4>(W, cols, o, o0, X, c0, ldx, Y, ldy);  // n == 1
             } else if (width == 2) {
                 int64_t r = c0;
-                for (; r + 4 <= c1; r += 4) tile<4, 2>(W, cols, o, o0, X, r, ldx, Y, ldy);
+                for (; r + 6 <= c1; r += 6) tile<6, 2>(W, cols, o, o0, X, r, ldx, Y, ldy);
                 rows_tail<2>(W, cols, o, o0, X, r, c1 - r, ldx, Y, ldy);
             } else {  // the last 1..3 outputs, one at a time
                 for (int64_t q = o; q < o + width; ++q) {
                     int64_t r = c0;
-                    for (; r + 4 <= c1; r += 4) tile<4, 1>(W, cols, q, o0, X, r, ldx, Y, ldy);
+                    for (; r + 6 <= c1; r += 6) tile<6, 1>(W, cols, q, o0, X, r, ldx, Y, ldy);
                     rows_tail<1>(W, cols, q, o0, X, r, c1 - r, ldx, Y, ldy);
                 }
             }
