@@ -99,7 +99,7 @@ void linear_typed(const T *W, int64_t cols, int64_t o0, int64_t o1, const float 
     const bool parallel = pool.size() > 1 && outs * cols * n >= (1 << 15);
     // Rows are taken in chunks so that a chunk of X stays in cache while the weights stream by.
     constexpr int64_t kRowChunk = 32;
-    // Output groups: 4 per step when decoding one row, 2 per step under a 4-row tile.
+    // Output groups: 4 per step when decoding one row, 2 per step under a 6-row tile.
     const int64_t group = n == 1 ? 4 : 2;
     const int64_t groups = outs / group;
     for (int64_t c0 = 0; c0 < n; c0 += kRowChunk) {
