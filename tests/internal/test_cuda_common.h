@@ -4,7 +4,6 @@
 
 #include <doctest/doctest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -12,9 +11,9 @@
 #include <vector>
 
 #include "model/config.h"
-#include "support/stats.h"
 #include "model/safetensors.h"
 #include "model/weights.h"
+#include "support/stats.h"
 
 #ifdef SPECLA_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -90,12 +89,7 @@ namespace cudatest {
 // A fresh seed per run (SPECLA_TEST_SEED, when set, replays one), printed so that a failure can
 // be reproduced.
 inline uint64_t fresh_seed(const char *what) {
-    uint64_t s;
-    if (!test::env_seed(s)) {
-        std::random_device rd;
-        s = (uint64_t(rd()) << 32) ^ uint64_t(rd()) ^
-            uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-    }
+    const uint64_t s = test::fresh_seed();
     MESSAGE(std::string(what) << ": seed " << s << " (set SPECLA_TEST_SEED to replay)");
     return s;
 }

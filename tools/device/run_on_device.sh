@@ -81,7 +81,7 @@ if has prebuilt; then
     pre="$root/.deps/prebuilt"
     # Each program as NAME.xz, NAME.gz or NAME; unpacked into /tmp/specla-prebuilt.
     unpack() {
-        local dst="/tmp/specla-prebuilt/$2"
+        local dst="/tmp/specla-prebuilt/$1"
         if [ -e "$pre/$1.xz" ]; then xz -dc "$pre/$1.xz" >"$dst"
         elif [ -e "$pre/$1.gz" ]; then gunzip -c "$pre/$1.gz" >"$dst"
         elif [ -e "$pre/$1" ]; then cp "$pre/$1" "$dst"
@@ -89,11 +89,11 @@ if has prebuilt; then
         chmod +x "$dst"
     }
     mkdir -p /tmp/specla-prebuilt
-    if unpack specla_internal_tests specla_internal_tests && unpack bench_decode bench_decode; then
+    if unpack specla_internal_tests && unpack bench_decode; then
         tests_bin=/tmp/specla-prebuilt/specla_internal_tests
         bench_bin=/tmp/specla-prebuilt/bench_decode
         # Optional: the public-API tests with the shared library they link.
-        if unpack specla_api_tests specla_api_tests && unpack libspecla.so.0 libspecla.so.0; then
+        if unpack specla_api_tests && unpack libspecla.so.0; then
             api_bin=/tmp/specla-prebuilt/specla_api_tests
             export LD_LIBRARY_PATH="/tmp/specla-prebuilt:$LD_LIBRARY_PATH"
         fi
