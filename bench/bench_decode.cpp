@@ -355,7 +355,7 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
         };
         const double t_custom = custom(0, false);
         const double t_pdl = custom(0, true);
-        // The same matrix every call: served from L2 where it fits (50 MB), which bounds what
+        // The same matrix every call: served from L2 where it fits (60 MB on the H200), which bounds what
         // staging a matrix in L2 ahead of its kernel could gain.
         kern::LaunchCtx c_l2 = ctx;
         c_l2.pdl = true;
