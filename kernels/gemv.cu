@@ -108,17 +108,14 @@ __device__ __forceinline__ void gemv_argmax_merge(const GemvParams &p, unsigned 
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W, int64_t lr, int64_t r_end,
                                           int64_t L, int nch) {
-    const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
-    for (int i = 0; i < RB; ++i) {
-        const bool row_ok = block_row_ok<RB, PAIRED>(i, lr, r_end);
-        const int64_t pr = block_row<RB, PAIRED>(i, lr, L);
+    for (int i = 0; i < RB; ++i)
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            buf[i][s] = (row_ok && ch < nch) ? ld_stream(W + pr * nch + ch) : make_uint4(0, 0, 0, 0);
+            bool ok;
+            const uint4 *src = block_chunk<RB, PAIRED>(W, i, s, lr, r_end, L, nch, ok);
+            buf[i][s] = ok ? ld_stream(src) : make_uint4(0, 0, 0, 0);
         }
-    }
 }
 
 // Reduces RB rows (RL rows or row pairs from lr) and runs their epilogues; `rp` holds the

@@ -68,16 +68,13 @@ __device__ __forceinline__ void multi_issue(uint4 *ring, int slot, const uint4 *
                                             int nch) {
     const int T = blockDim.x, tid = threadIdx.x;
 #pragma unroll
-    for (int i = 0; i < RB; ++i) {
-        const bool row_ok = block_row_ok<RB, PAIRED>(i, lr, r_end);
-        const int64_t pr = block_row<RB, PAIRED>(i, lr, L);
+    for (int i = 0; i < RB; ++i)
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            const bool ok = row_ok && ch < nch;
-            cp_async16(ring + ((size_t(slot) * RB + i) * CPT + s) * T + tid, ok ? W + pr * nch + ch : W, ok);
+            bool ok;
+            const uint4 *src = block_chunk<RB, PAIRED>(W, i, s, lr, r_end, L, nch, ok);
+            cp_async16(ring + ((size_t(slot) * RB + i) * CPT + s) * T + tid, src, ok);
         }
-    }
 }
 
 template <int CPT, int RB>

@@ -93,6 +93,17 @@ __device__ __forceinline__ bool block_row_ok(int i, int64_t lr, int64_t r_end) {
     return lr + (PAIRED ? i % RL : i) < r_end;
 }
 
+// This thread's weight chunk s of slot i of a row block from lr (chunk tid + s*T of the slot's row,
+// 16-byte units of W, nch per row); `ok` false where the row or the chunk is past the end (the
+// pointer is then W itself, never read). One address rule for the one-token and multi-row loads.
+template <int RB, bool PAIRED>
+__device__ __forceinline__ const uint4 *block_chunk(const uint4 *W, int i, int s, int64_t lr, int64_t r_end, int64_t L,
+                                                    int nch, bool &ok) {
+    const int ch = int(threadIdx.x) + s * int(blockDim.x);
+    ok = block_row_ok<RB, PAIRED>(i, lr, r_end) && ch < nch;
+    return ok ? W + block_row<RB, PAIRED>(i, lr, L) * nch + ch : W;
+}
+
 // Eight consecutive floats from p: two 16-byte loads where p is 16-byte aligned (`vec`), eight
 // scalar ones otherwise; the same values either way.
 __device__ __forceinline__ void load8(const float *p, bool vec, float (&v)[8]) {

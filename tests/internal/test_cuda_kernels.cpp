@@ -26,6 +26,7 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #include "gdn_chunk.cuh"
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
+#include "gemv_multi.cuh"
 #include "generate/sampler.h"
 #include "model/safetensors.h"
 #include "norms.cuh"
@@ -182,6 +183,68 @@ TEST_CASE("cuda kernels: bf16 GEMV with fused prologues and epilogues vs CPU ref
         {32000, 2048, P::RmsNorm, E::Logits},
     };
     for (const GemvCase &gc : cases) run_gemv_case(rnd, gc, ctx);
+}
+
+// The multi-row GEMV of speculative verification: every token row bitwise equal to the one-token
+// GEMV on that row alone (the property that makes a verified node equal a decoding step), across
+// the kernel's token-tile and chunk layouts and the per-row fallback.
+void run_gemv_multi_case(Rand &rnd, const GemvCase &gc, int32_t n, const kern::LaunchCtx &ctx) {
+    INFO("gemv multi rows=", gc.rows, " cols=", gc.cols, " pro=", int(gc.pro), " epi=", int(gc.epi),
+         " hd=", gc.head_dim, " n=", n);
+    const int64_t R = gc.rows, Cn = gc.cols;
+    const bool paired = gc.epi == kern::GemvEpilogue::SwiGLU;
+    const int64_t nout = paired ? R / 2 : R;
+    DevBuf<uint16_t> dw(to_bf16(rnd.normals(size_t(R * Cn), 1.f / std::sqrt(float(Cn)))));
+    DevBuf<float> dx(rnd.normals(size_t(n * Cn), 1.5f));
+    DevBuf<float> dn(rnd.unis(size_t(gc.pro == kern::GemvPrologue::HeadNorm ? gc.head_dim : Cn), 0.6f, 1.4f));
+    DevBuf<float> dz(rnd.normals(size_t(n * Cn)));
+    const std::vector<float> out0 = rnd.normals(size_t(n * nout));
+    DevBuf<float> one(out0), multi(out0);
+    DevBuf<unsigned long long> am_one{size_t(n)}, am_multi{size_t(n)};
+    CK(cudaMemset(am_one.p, 0, size_t(n) * 8));
+    CK(cudaMemset(am_multi.p, 0, size_t(n) * 8));
+    kern::GemvParams p;
+    p.w = dw.p, p.rows = R, p.cols = Cn, p.pro = gc.pro, p.norm_w = dn.p, p.eps = 1e-5f;
+    p.head_dim = gc.head_dim, p.use_gate = gc.gate ? 1 : 0, p.epi = gc.epi;
+    for (int32_t t = 0; t < n; ++t) {
+        kern::GemvParams q = p;
+        q.x = dx.p + t * Cn, q.z = gc.gate ? dz.p + t * Cn : nullptr;
+        q.out = one.p + t * nout, q.argmax = am_one.p + t;
+        CK(kern::launch_gemv(q, ctx));
+    }
+    kern::GemvMultiParams mp;
+    mp.g = p;
+    mp.g.x = dx.p, mp.g.z = gc.gate ? dz.p : nullptr, mp.g.out = multi.p, mp.g.argmax = am_multi.p;
+    mp.n = n, mp.x_ld = Cn, mp.z_ld = Cn, mp.out_ld = nout;
+    CK(kern::launch_gemv_multi(mp, ctx));
+    CK(cudaDeviceSynchronize());
+    const auto a = one.download(), b = multi.download();
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    if (gc.epi == kern::GemvEpilogue::Logits) CHECK(am_one.download() == am_multi.download());
+}
+
+TEST_CASE("cuda kernels: multi-row GEMV rows are bitwise the one-token GEMV's") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("gemv multi"));
+    const auto ctx = test_ctx();
+    using P = kern::GemvPrologue;
+    using E = kern::GemvEpilogue;
+    struct Case {
+        GemvCase g;
+        std::vector<int32_t> ns;
+    };
+    const Case cases[] = {
+        {{600, 2048, P::RmsNorm, E::SwiGLU}, {1, 2, 3, 5, 8, 16, 19}},  // one chunk per thread: 1-8 tokens per tile
+        {{2048, 2048, P::HeadNorm, E::Add, 256, true}, {7, 16}},
+        {{1000, 2048, P::RmsNorm, E::Store}, {4, 12}},
+        {{513, 5632, P::None, E::Add}, {2, 4, 7, 16}},                  // two chunks per thread
+        {{100, 9000, P::None, E::Store}, {3}},                           // four chunks per thread
+        {{3000, 384, P::RmsNorm, E::Logits}, {1, 17}},
+        {{64, 144, P::HeadNorm, E::Store, 24, true}, {5}},
+        {{50, 100, P::RmsNorm, E::Store}, {4}},                          // cols % 8 != 0: one launch per row
+    };
+    for (const Case &c : cases)
+        for (int32_t n : c.ns) run_gemv_multi_case(rnd, c.g, n, ctx);
 }
 
 TEST_CASE("cuda kernels: in_proj GEMV epilogue (conv + SiLU, gates) vs CPU reference") {
