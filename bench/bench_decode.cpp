@@ -33,6 +33,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
+#include "gemv_multi.cuh"
 #endif
 
 using namespace specla;
@@ -296,17 +297,18 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
         {"lm_head", c.vocab_size, D, [&](int) { return dw.lm_head; }},
     };
     const int64_t maxc = std::max(std::max(D, I), VD), maxr = std::max<int64_t>(lay.rows, std::max<int64_t>(2 * I, c.vocab_size));
+    constexpr int kMaxRows = 16;  // token rows of the multi-row GEMV (a verification pass's nodes)
     float *x = nullptr, *y = nullptr;
     uint16_t *xb = nullptr;
-    ck(cudaMalloc(reinterpret_cast<void **>(&x), static_cast<size_t>(maxc) * 4), "malloc");
+    ck(cudaMalloc(reinterpret_cast<void **>(&x), static_cast<size_t>(maxc) * 4 * kMaxRows), "malloc");
     ck(cudaMalloc(reinterpret_cast<void **>(&xb), static_cast<size_t>(maxc) * 2), "malloc");
-    ck(cudaMalloc(reinterpret_cast<void **>(&y), static_cast<size_t>(maxr) * 4), "malloc");
-    std::vector<float> hx(static_cast<size_t>(maxc));
+    ck(cudaMalloc(reinterpret_cast<void **>(&y), static_cast<size_t>(maxr) * 4 * kMaxRows), "malloc");
+    std::vector<float> hx(static_cast<size_t>(maxc) * kMaxRows);
     for (size_t i = 0; i < hx.size(); ++i) hx[i] = std::sin(float(i) * 0.37f);
     std::vector<uint16_t> hxb(hx.size());
     for (size_t i = 0; i < hx.size(); ++i) hxb[i] = f32_to_bf16(hx[i]);
     ck(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice), "copy");
-    ck(cudaMemcpy(xb, hxb.data(), hxb.size() * 2, cudaMemcpyHostToDevice), "copy");
+    ck(cudaMemcpy(xb, hxb.data(), size_t(maxc) * 2, cudaMemcpyHostToDevice), "copy");
     cudaStream_t st;
     ck(cudaStreamCreate(&st), "stream");
     cublasHandle_t h;
@@ -383,6 +385,31 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
                 std::to_string(int(bytes / (t_pdl * 1e-3) / 1e9)) + " GB/s");
         add_row(n + " custom, same weights back-to-back with PDL us", "%.2f", t_l2 * 1e3,
                 std::to_string(int(bytes / (t_l2 * 1e-3) / 1e9)) + " GB/s (from L2 where the matrix fits)");
+    }
+    // The multi-row GEMV of a verification pass: n token rows in one launch, each row bitwise the
+    // one-token GEMV's. Against the one-token time, and against the fp32 FMA floor (n x rows x cols
+    // FMAs at 128 per SM and clock), since n rows reproduce n one-row FMA orders.
+    int khz = 0;
+    ck(cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0), "clock rate");
+    const double fma_per_s = double(b.sm_count()) * 128.0 * double(khz) * 1e3;
+    std::printf("\n== GEMV, n token rows in one launch (verification), per call, median of %d x %d calls\n", repeats, L);
+    for (const Shape &s : shapes) {
+        kern::LaunchCtx ctx = b.launch_ctx(st);
+        ctx.pdl = false;
+        double t1 = 0;
+        for (int n : {1, 4, 8, 16}) {
+            const double t = time_calls([&](int l) {
+                kern::GemvMultiParams mp;
+                mp.g.w = s.w(l), mp.g.rows = s.rows, mp.g.cols = s.cols, mp.g.x = x, mp.g.out = y;
+                mp.n = n, mp.x_ld = s.cols, mp.out_ld = s.rows;
+                ck(kern::launch_gemv_multi(mp, ctx), "launch_gemv_multi");
+            });
+            if (n == 1) t1 = t;
+            const double floor_us = double(n) * double(s.rows) * double(s.cols) / fma_per_s * 1e6;
+            char note[96];
+            std::snprintf(note, sizeof note, "%.2fx one row; fp32 FMA floor %.2f us", t / t1, floor_us);
+            add_row(std::string("gemv ") + s.name + " multi-row n=" + std::to_string(n) + " us", "%.2f", t * 1e3, note);
+        }
     }
     {  // The recurrent step alone (one token, all value heads of a layer), rotating over the layers.
         const int64_t R = lay.rows, per_layer = c.recurrent_state_floats_per_layer();
