@@ -13,6 +13,8 @@
 #                --backend cuda (specbench.log)
 #   trace        bench_decode --trace: the kernel timeline of the per-op decoding step and the phase
 #                timeline of the persistent one (trace.log)
+#   floor        bench_step_floor: what the step's structure allows (weight stream, kernel chain
+#                without work, persistent skeleton), compared in one run (floor.log)
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -57,6 +59,7 @@ build="$root/build-cuda"
 tests_bin="$build/tests/specla_internal_tests"
 api_bin="$build/tests/specla_api_tests"
 bench_bin="$build/bench/bench_decode"
+floor_bin="$build/bench/bench_step_floor"
 
 if has build; then
     gen=""
@@ -66,7 +69,7 @@ if has build; then
             -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
             -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
         timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests \
-            bench_decode specla_api_tests bench_verify bench_generate
+            bench_decode specla_api_tests bench_verify bench_generate bench_step_floor
     } >"$OUT/build.log" 2>&1
     rc=$?
     note "== build: rc=$rc after $(elapsed) s"
@@ -92,6 +95,7 @@ if has prebuilt; then
     if unpack specla_internal_tests && unpack bench_decode; then
         tests_bin=/tmp/specla-prebuilt/specla_internal_tests
         bench_bin=/tmp/specla-prebuilt/bench_decode
+        if unpack bench_step_floor; then floor_bin=/tmp/specla-prebuilt/bench_step_floor; fi
         # Optional: the public-API tests with the shared library they link.
         if unpack specla_api_tests && unpack libspecla.so.0; then
             api_bin=/tmp/specla-prebuilt/specla_api_tests
@@ -148,6 +152,11 @@ if has trace; then
     timeout 120 "$bench_bin" --trace >"$OUT/trace.log" 2>&1
     note "== bench_decode --trace: rc=$? after $(elapsed) s"
     sed -n '/kernel-per-op step timeline/,$p' "$OUT/trace.log" >>"$summary"
+fi
+if has floor; then
+    timeout "${SPECLA_FLOOR_LIMIT:-120}" "$floor_bin" >"$OUT/floor.log" 2>&1
+    note "== bench_step_floor: rc=$? after $(elapsed) s"
+    grep -vE '^check' "$OUT/floor.log" | tail -45 >>"$summary"
 fi
 if has bench; then
     # SPECLA_BENCH_ARGS: extra arguments (e.g. --trace --repeats 9).

@@ -1,0 +1,337 @@
+// What the structure of a GDN-1.3B decoding step allows on this GPU, apart from the engine: how fast
+// its weights stream, what its chain of kernels costs with no work in them, and how fast a
+// persistent kernel with a decoupled weight stream runs the step's dependencies. These are the
+// floors that P1 (targets.md) is measured against; bench_decode measures the engine itself.
+//
+//   bench_step_floor [--steps N] [--repeats N] [--checks N]
+//
+// With random bf16 weights of the GDN-1.3B shape (2.80 GB of matrices in one block; the embedding
+// is read one row per step) and an fp32 state of 48 MiB, it reports:
+//   * the device-to-device copy ceiling (bytes read + written), as bench_decode measures it;
+//   * one kernel reading all the weights (grid-stride), and the GEMV's access pattern (a CTA's
+//     contiguous blocks of rows, one 16-byte chunk per thread and row, the next block loaded before
+//     the current one is used) at several block sizes and CTAs per SM, contiguous or interleaved;
+//   * the kernel chain of a step without arithmetic or data dependencies: per layer one kernel per
+//     weight matrix and one that reads and writes the layer's state (121 kernels), as a CUDA graph
+//     with and without programmatic dependent launch;
+//   * a persistent step (step_floor/persistent_step.cuh): one CTA per SM, a producer warp streaming
+//     every matrix of the step into a ring of shared-memory slots, consumer warps computing the
+//     step (RMSNorm, in_proj, a delta-rule recurrence on the state, gated head norm, o_proj with the
+//     residual, SwiGLU, down, lm_head and argmax) with a grid barrier after each of the five stages
+//     of a layer; with diagnostics that drop the barriers, or everything but the stream.
+// Before timing, the persistent step's logits, residual stream and state are compared with the same
+// math run as one plain kernel per operation (step_floor/reference.cuh), for both copy mechanisms and
+// both slot layouts (plus --checks N more). Left out of the skeleton: the short convolution, GDN's
+// exact gate functions and the bit-for-bit arithmetic that verification shares with decoding.
+// Tokens/s = 1 / step time; "ceiling" = (weights + 2 x state) / step time / copy ceiling.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "step_floor/model.cuh"
+#include "step_floor/persistent_step.cuh"
+#include "step_floor/reference.cuh"
+#include "step_floor/step_params.cuh"
+#include "step_floor/stream_reads.cuh"
+
+using namespace step_floor;
+
+namespace {
+
+double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    int steps = 20, repeats = 5, checks = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--steps" && i + 1 < argc) steps = std::atoi(argv[++i]);
+        else if (a == "--repeats" && i + 1 < argc) repeats = std::atoi(argv[++i]);
+        else if (a == "--checks" && i + 1 < argc) checks = std::atoi(argv[++i]);
+        else {
+            std::fprintf(stderr, "usage: bench_step_floor [--steps N] [--repeats N] [--checks N]\n");
+            return 2;
+        }
+    }
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);
+    int dev = 0, n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+        std::printf("bench_step_floor: no CUDA device, nothing to measure\n");
+        return 0;
+    }
+    cudaDeviceProp prop{};
+    CK(cudaGetDeviceProperties(&prop, dev));
+    std::printf("device: %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
+    CK(cudaFuncSetAttribute(step_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(step_smem(kMaxSlots))));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, step_kernel, kThreads, step_smem(kMaxSlots)));
+    if (per_sm < 1) {
+        std::printf("the persistent step does not fit an SM with %d slots\n", kMaxSlots);
+        return 1;
+    }
+    CK(cudaFuncSetAttribute(ref_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, kI * 4));
+
+    install_watch();
+    const uint64_t seed = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    Model m;
+    m.build(seed);
+    std::printf("seed %llu; weights %.3f GB, state %.1f MiB; bytes per step %.3f GB\n", (unsigned long long)seed,
+                double(m.weight_elems) * 2 / 1e9, double(m.state_elems) * 4 / 1048576.0, m.step_bytes() / 1e9);
+    Launcher L;
+    L.sms = prop.multiProcessorCount;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+
+    // Copy ceiling (bytes read + written), as bench_decode measures it.
+    double ceiling = 0;
+    {
+        const size_t bytes = size_t(1) << 30;
+        void *a = m.alloc<unsigned char>(int64_t(bytes)), *b = m.alloc<unsigned char>(int64_t(bytes));
+        std::vector<double> t;
+        for (int r = 0; r < 7; ++r) {
+            CK(cudaEventRecord(e0, st));
+            CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms);
+        }
+        ceiling = 2.0 * double(bytes) / (median(t) * 1e-3);
+        std::printf("copy ceiling: %.0f GB/s\n", ceiling / 1e9);
+    }
+    // A pure streaming read of the step's weights: one kernel, the stream alone.
+    {
+        std::vector<double> t;
+        for (int r = 0; r < 7; ++r) {
+            CK(cudaEventRecord(e0, st));
+            read_stream<<<L.sms * 4, 512, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), m.weight_elems / 8,
+                                                  m.p.argmax);
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms);
+        }
+        const double ms = median(t);
+        std::printf("weights read in one kernel: %.4f ms, %.0f GB/s (%.3f of the copy ceiling)\n", ms,
+                    double(m.weight_elems) * 2 / (ms * 1e-3) / 1e9, double(m.weight_elems) * 2 / (ms * 1e-3) / ceiling);
+    }
+
+    // The GEMV's access pattern over all the weights (bytes rounded down to whole 32 KB blocks).
+    {
+        auto run = [&](auto kern, int ch, int per_sm, int inter) {
+            const int64_t nblocks = m.weight_elems * 2 / (int64_t(ch) * 4096);
+            std::vector<double> t;
+            for (int r = 0; r < 7; ++r) {
+                CK(cudaEventRecord(e0, st));
+                kern<<<L.sms * per_sm, 256, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), nblocks, inter,
+                                                    m.p.argmax);
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                t.push_back(ms);
+            }
+            const double ms = median(t), gbs = double(nblocks) * ch * 4096 / (ms * 1e-3) / 1e9;
+            std::printf("GEMV-pattern read, %2d KB blocks, %d CTAs/SM, %-11s: %.4f ms, %.0f GB/s (%.3f)\n", ch * 4,
+                        per_sm, inter ? "interleaved" : "contiguous", ms, gbs, gbs * 1e9 / ceiling);
+        };
+        run(read_blocks<8>, 8, 1, 0);
+        run(read_blocks<8>, 8, 3, 0);
+        for (int inter : {0, 1})
+            for (int per_sm : {2, 4}) {
+                run(read_blocks<8>, 8, per_sm, inter);
+                run(read_blocks<4>, 4, per_sm, inter);
+            }
+    }
+
+    // The kernel chain of a step, as a CUDA graph, with and without programmatic dependent launch.
+    {
+        auto launch = [&](bool pdl, auto kern, int grid, int threads, auto... args) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3(unsigned(grid));
+            cfg.blockDim = dim3(unsigned(threads));
+            cfg.stream = st;
+            cudaLaunchAttribute attr[1];
+            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = attr;
+            cfg.numAttrs = pdl ? 1 : 0;
+            CK(cudaLaunchKernelEx(&cfg, kern, args...));
+        };
+        struct ChainCfg {
+            const char *what;
+            void (*kern)(const uint4 *, int64_t, unsigned long long *);
+            int64_t blk;
+            int per_sm;
+            bool pdl;
+        };
+        const ChainCfg ccfgs[] = {
+            {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, graph + PDL", chain_read<8, 1>, 32768, 2, true},
+            {"32 KB blocks, 2 CTAs/SM, 2 blocks before the wait, graph + PDL", chain_read<8, 2>, 32768, 2, true},
+            {"32 KB blocks, 3 CTAs/SM, 1 block before the wait, graph + PDL", chain_read<8, 1>, 32768, 3, true},
+            {"16 KB blocks, 4 CTAs/SM, 2 blocks before the wait, graph + PDL", chain_read<4, 2>, 16384, 4, true},
+            {"32 KB blocks, 2 CTAs/SM, graph without PDL", chain_read<8, 1>, 32768, 2, false},
+        };
+        for (const ChainCfg &cc : ccfgs) {
+            auto mat = [&](const uint16_t *w, int64_t rows, int64_t cols) {
+                launch(cc.pdl, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
+                       rows * cols * 2 / cc.blk, m.p.argmax);
+            };
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            for (int l = 0; l < kLayers; ++l) {
+                const Layer &y = m.p.layers[l];
+                mat(y.in_proj, kR, kD);
+                const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
+                launch(cc.pdl, chain_state, 2 * L.sms, 256,
+                       reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4);
+                mat(y.o_proj, kD, kVD);
+                mat(y.gate_up, 2 * kI, kD);
+                mat(y.down, kD, kI);
+            }
+            mat(m.p.lm_head, kVocab, kD);
+            CK(cudaStreamEndCapture(st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            std::vector<double> t;
+            for (int r = 0; r < 7; ++r) {
+                CK(cudaGraphLaunch(ge, st));
+                CK(cudaEventRecord(e0, st));
+                for (int i = 0; i < 10; ++i) CK(cudaGraphLaunch(ge, st));
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms = 0;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                t.push_back(ms / 10);
+            }
+            const double ms = median(t);
+            std::printf("kernel chain of a step, no arithmetic (%d kernels), %-62s: %.4f ms, %.1f steps/s, %.3f of "
+                        "the ceiling\n",
+                        kLayers * 5 + 1, cc.what, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+        }
+    }
+
+    // Check: the persistent step against the plain kernels, same state and token (the reference
+    // runs on a copy of the state; the step then advances the real one).
+    auto check = [&](int token, int kind, int inter) {
+        StepParams p = m.p;
+        p.token = token;
+        CK(cudaMemcpy(m.state_copy, p.state, size_t(m.state_elems) * 4, cudaMemcpyDeviceToDevice));
+        ref_step(p, m.state_copy);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        std::vector<float> ref(kVocab), got(kVocab), href(kD), hgot(kD);
+        std::vector<float> sref(m.state_elems), sgot(m.state_elems);
+        CK(cudaMemcpy(ref.data(), p.logits, kVocab * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(href.data(), p.h, kD * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(sref.data(), m.state_copy, size_t(m.state_elems) * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemset(p.argmax, 0, 8));
+        CK(cudaMemset(p.logits, 0xff, kVocab * 4));
+        CK(L.step(p, kMaxSlots, 0, 1, st, kind, inter));
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(got.data(), p.logits, kVocab * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hgot.data(), p.h, kD * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(sgot.data(), p.state, size_t(m.state_elems) * 4, cudaMemcpyDeviceToHost));
+        double dmax = 0, vmax = 0, smax = 0, sdiff = 0, hdiff = 0, hmax = 0;
+        int aref = 0, agot = 0, nbad = 0, first_bad = -1, last_bad = -1;
+        for (int i = 0; i < kVocab; ++i) vmax = std::max(vmax, double(std::fabs(ref[i])));
+        for (int i = 0; i < kVocab; ++i) {
+            const double d = std::fabs(double(ref[i]) - double(got[i]));
+            if (!(d <= 1e-3 * vmax)) {
+                ++nbad;
+                if (first_bad < 0) first_bad = i;
+                last_bad = i;
+            }
+            dmax = std::max(dmax, std::isnan(d) ? 1e30 : d);
+            if (ref[i] > ref[aref]) aref = i;
+            if (got[i] > got[agot]) agot = i;
+        }
+        for (int i = 0; i < kD; ++i) {
+            hdiff = std::max(hdiff, double(std::fabs(href[i] - hgot[i])));
+            hmax = std::max(hmax, double(std::fabs(href[i])));
+        }
+        for (int64_t i = 0; i < m.state_elems; ++i) {
+            sdiff = std::max(sdiff, double(std::fabs(sref[i] - sgot[i])));
+            smax = std::max(smax, double(std::fabs(sref[i])));
+        }
+        unsigned long long key = 0;
+        CK(cudaMemcpy(&key, p.argmax, 8, cudaMemcpyDeviceToHost));
+        const bool key_ok = uint32_t(key & 0xffffffffu) == ~uint32_t(agot);
+        const bool ok = nbad == 0 && hdiff <= 1e-3 * hmax && sdiff <= 1e-3 * smax && aref == agot && key_ok;
+        std::printf("check vs one kernel per op: logits max |diff| %.3g of max |logit| %.3g (%d beyond 1e-3: %d..%d); "
+                    "h %.3g of %.3g; state %.3g of %.3g; argmax %d / %d (device key %s): %s\n",
+                    dmax, vmax, nbad, first_bad, last_bad, hdiff, hmax, sdiff, smax, aref, agot,
+                    key_ok ? "agrees" : "DIFFERS", ok ? "ok" : "MISMATCH");
+        return ok;
+    };
+    if (!check(12345, 0, 0) || !check(12346, 1, 0) || !check(12347, 0, 1) || !check(12348, 1, 1)) return 1;
+    int bad = 0;
+    for (int i = 0; i < checks; ++i) bad += !check(100 + i, i & 1, (i >> 1) & 1);
+    if (bad) return 1;
+    auto time_steps = [&](int slots, int in_flight, int barriers, int kind, int inter) {
+        std::vector<double> t;
+        StepParams p = m.p;
+        p.token = 777;
+        for (int r = 0; r < repeats; ++r) {
+            CK(L.step(p, slots, in_flight, barriers, st, kind, inter));  // warm
+            CK(cudaEventRecord(e0, st));
+            for (int s = 0; s < steps; ++s) CK(L.step(p, slots, in_flight, barriers, st, kind, inter));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms / steps);
+        }
+        return median(t);
+    };
+    std::printf("\n%-48s %10s %10s %9s\n", "persistent step (12 slots of 16 KB)", "ms/step", "tokens/s", "ceiling");
+    struct Cfg {
+        const char *what;
+        int slots, in_flight, barriers, kind, inter;
+    };
+    // Slots per CTA: contiguous rows, or interleaved over the CTAs; bulk copies or 16-byte cp.async;
+    // a cap on the slots requested and not landed. Diagnostics (the values are then wrong): without
+    // the barriers (each CTA still runs its stages in order, prologue reads included), and the
+    // stream alone (the consumers only take the slots and do the rows' arithmetic).
+    const Cfg cfgs[] = {
+        {"contiguous, bulk, no cap", 12, 0, 1, 0, 0},
+        {"contiguous, bulk, cap 2", 12, 2, 1, 0, 0},
+        {"interleaved, bulk, cap 2", 12, 2, 1, 0, 1},
+        {"interleaved, bulk, no cap", 12, 0, 1, 0, 1},
+        {"interleaved, bulk, cap 4", 12, 4, 1, 0, 1},
+        {"interleaved, cp.async, no cap", 12, 0, 1, 1, 1},
+        {"interleaved, cp.async, cap 4", 12, 4, 1, 1, 1},
+        {"interleaved, bulk, cap 2, no barriers (diag.)", 12, 2, 0, 0, 1},
+        {"interleaved, bulk, no cap, no barriers (diag.)", 12, 0, 0, 0, 1},
+        {"interleaved, cp.async, no barriers (diag.)", 12, 0, 0, 1, 1},
+        {"contiguous, bulk, no cap, no barriers (diag.)", 12, 0, 0, 0, 0},
+        {"contiguous, bulk, no cap, stream only (diag.)", 12, 0, -1, 0, 0},
+        {"contiguous, bulk, cap 2, stream only (diag.)", 12, 2, -1, 0, 0},
+        {"contiguous, cp.async, stream only (diag.)", 12, 0, -1, 1, 0},
+        {"contiguous, bulk, cap 2 (again)", 12, 2, 1, 0, 0},
+    };
+    for (const Cfg &c : cfgs) {
+        const double ms = time_steps(c.slots, c.in_flight, c.barriers, c.kind, c.inter);
+        std::printf("%-48s %10.4f %10.1f %9.3f\n", c.what, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
+    }
+    CK(cudaDeviceSynchronize());
+    return 0;
+}
