@@ -11,9 +11,10 @@
 //   * one kernel reading all the weights (grid-stride), and the GEMV's access pattern (a CTA's
 //     contiguous blocks of rows, one 16-byte chunk per thread and row, the next block loaded before
 //     the current one is used) at several block sizes and CTAs per SM, contiguous or interleaved;
-//   * the kernel chain of a step without arithmetic or data dependencies: per layer one kernel per
-//     weight matrix and one that reads and writes the layer's state (121 kernels), as a CUDA graph
-//     with and without programmatic dependent launch;
+//   * the kernel chain of a step without arithmetic: per layer one kernel per weight matrix and one
+//     that reads and writes the layer's state (121 kernels), as a CUDA graph with and without
+//     programmatic dependent launch, without data dependencies and with the step's (each kernel
+//     reads, right after its wait, a vector the previous one wrote, and reduces it over the CTA);
 //   * a persistent step (step_floor/persistent_step.cuh): one CTA per SM, a producer warp streaming
 //     every matrix of the step into a ring of shared-memory slots, consumer warps computing the
 //     step (RMSNorm, in_proj, a delta-rule recurrence on the state, gated head norm, o_proj with the
@@ -176,22 +177,52 @@ int main(int argc, char **argv) {
         };
         struct ChainCfg {
             const char *what;
-            void (*kern)(const uint4 *, int64_t, unsigned long long *);
+            void (*kern)(const uint4 *, int64_t, unsigned long long *, const float *, float *);
+            void (*state)(float4 *, int64_t, const float *, float *);
             int64_t blk;
             int per_sm;
             bool pdl;
         };
         const ChainCfg ccfgs[] = {
-            {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, graph + PDL", chain_read<8, 1>, 32768, 2, true},
-            {"32 KB blocks, 2 CTAs/SM, 2 blocks before the wait, graph + PDL", chain_read<8, 2>, 32768, 2, true},
-            {"32 KB blocks, 3 CTAs/SM, 1 block before the wait, graph + PDL", chain_read<8, 1>, 32768, 3, true},
-            {"16 KB blocks, 4 CTAs/SM, 2 blocks before the wait, graph + PDL", chain_read<4, 2>, 16384, 4, true},
-            {"32 KB blocks, 2 CTAs/SM, graph without PDL", chain_read<8, 1>, 32768, 2, false},
+            {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, PDL", chain_read<8, 1, false>, chain_state<false>,
+             32768, 2, true},
+            {"32 KB blocks, 2 CTAs/SM, 2 blocks before the wait, PDL", chain_read<8, 2, false>, chain_state<false>,
+             32768, 2, true},
+            {"32 KB blocks, 3 CTAs/SM, 1 block before the wait, PDL", chain_read<8, 1, false>, chain_state<false>,
+             32768, 3, true},
+            {"16 KB blocks, 4 CTAs/SM, 2 blocks before the wait, PDL", chain_read<4, 2, false>, chain_state<false>,
+             16384, 4, true},
+            {"32 KB blocks, 2 CTAs/SM, no PDL", chain_read<8, 1, false>, chain_state<false>, 32768, 2, false},
+            {"with the data dependency: 32 KB, 2 CTAs/SM, 1 block ahead, PDL", chain_read<8, 1, true>,
+             chain_state<true>, 32768, 2, true},
+            {"with the data dependency: 32 KB, 2 CTAs/SM, 2 blocks ahead, PDL", chain_read<8, 2, true>,
+             chain_state<true>, 32768, 2, true},
+            {"with the data dependency: 32 KB, 3 CTAs/SM, 1 block ahead, PDL", chain_read<8, 1, true>,
+             chain_state<true>, 32768, 3, true},
         };
+        float *vec = m.alloc<float>(2 * kD);
+        CK(cudaMemset(vec, 0, 2 * kD * sizeof(float)));
         for (const ChainCfg &cc : ccfgs) {
+            int k = 0;  // kernels so far: the input vector alternates between the two halves of vec
+            auto io = [&](const float *&in, float *&out) {
+                in = vec + (k & 1) * kD;
+                out = vec + ((k + 1) & 1) * kD;
+                ++k;
+            };
             auto mat = [&](const uint16_t *w, int64_t rows, int64_t cols) {
+                const float *in;
+                float *out;
+                io(in, out);
                 launch(cc.pdl, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
-                       rows * cols * 2 / cc.blk, m.p.argmax);
+                       rows * cols * 2 / cc.blk, m.p.argmax, in, out);
+            };
+            auto state = [&](int l) {
+                const float *in;
+                float *out;
+                io(in, out);
+                const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
+                launch(cc.pdl, cc.state, 2 * L.sms, 256,
+                       reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4, in, out);
             };
             cudaGraph_t g;
             cudaGraphExec_t ge;
@@ -199,9 +230,7 @@ int main(int argc, char **argv) {
             for (int l = 0; l < kLayers; ++l) {
                 const Layer &y = m.p.layers[l];
                 mat(y.in_proj, kR, kD);
-                const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
-                launch(cc.pdl, chain_state, 2 * L.sms, 256,
-                       reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4);
+                state(l);
                 mat(y.o_proj, kD, kVD);
                 mat(y.gate_up, 2 * kI, kD);
                 mat(y.down, kD, kI);
@@ -221,8 +250,8 @@ int main(int argc, char **argv) {
                 t.push_back(ms / 10);
             }
             const double ms = median(t);
-            std::printf("kernel chain of a step, no arithmetic (%d kernels), %-62s: %.4f ms, %.1f steps/s, %.3f of "
-                        "the ceiling\n",
+            std::printf("kernel chain of a step, no arithmetic (%d kernels, graph), %-64s: %.4f ms, %.1f steps/s, "
+                        "%.3f of the ceiling\n",
                         kLayers * 5 + 1, cc.what, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));

@@ -51,12 +51,30 @@ __global__ void __launch_bounds__(256) read_blocks(const uint4 *w, int64_t nbloc
     if (acc == 0x12345678u) atomicAdd(sink, 1ull);
 }
 
-// The step's kernel chain without arithmetic or data: one kernel per weight matrix (the GEMV's
-// pattern, 32 KB blocks, contiguous shares, 2 CTAs per SM) and one per layer that reads and writes
-// the layer's recurrent state, in the order of a decoding step; with programmatic dependent launch
-// the first block is loaded before the grid-dependency wait, as the engine's GEMV does.
-template <int CH, int AHEAD>
-__global__ void __launch_bounds__(256) chain_read(const uint4 *w, int64_t nblocks, unsigned long long *sink) {
+// The step's kernel chain without arithmetic: one kernel per weight matrix (the GEMV's pattern,
+// contiguous shares) and one per layer that reads and writes the layer's recurrent state, in the
+// order of a decoding step; with programmatic dependent launch the first block (or two: AHEAD) is
+// loaded before the grid-dependency wait, as the engine's GEMV does. With DEP, each kernel also has
+// the step's data dependency: right after the wait it reads a 2048-float vector that the previous
+// kernel wrote (through L2) and reduces it over the CTA (an RMSNorm prologue's sum), and it writes
+// one value per CTA for the next kernel.
+template <bool DEP>
+__device__ __forceinline__ float dep_read(const float *in) {
+    if (!DEP) return 0.f;
+    __shared__ float red[32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float4 a = __ldcg(reinterpret_cast<const float4 *>(in) + threadIdx.x);
+    const float4 b = __ldcg(reinterpret_cast<const float4 *>(in) + threadIdx.x + 256);
+    float ss = a.x * a.x + a.y * a.y + a.z * a.z + a.w * a.w + b.x * b.x + b.y * b.y + b.z * b.z + b.w * b.w;
+    ss = warp_sum(ss);
+    if (lane == 0) red[warp] = ss;
+    __syncthreads();
+    return warp_sum(lane < int(blockDim.x >> 5) ? red[lane] : 0.f);
+}
+
+template <int CH, int AHEAD, bool DEP>
+__global__ void __launch_bounds__(256) chain_read(const uint4 *w, int64_t nblocks, unsigned long long *sink,
+                                                  const float *in, float *out) {
     const int64_t G = gridDim.x, bx = blockIdx.x;
     const int64_t b0 = nblocks * bx / G, cnt = nblocks * (bx + 1) / G - b0;
     uint4 a[CH], c[CH];
@@ -70,11 +88,11 @@ __global__ void __launch_bounds__(256) chain_read(const uint4 *w, int64_t nblock
 #pragma unroll
         for (int i = 0; i < CH; ++i) acc ^= d[i].x ^ d[i].y ^ d[i].z ^ d[i].w;
     };
-    // AHEAD blocks (1 or 2) before the grid-dependency wait.
     if (cnt > 0) load(a, b0);
     if (AHEAD > 1 && cnt > 1) load(c, b0 + 1);
     pdl_wait();
     pdl_trigger();
+    const float ss = dep_read<DEP>(in);
     for (int64_t i = 0; i < cnt; i += 2) {
         if (AHEAD == 1 && i + 1 < cnt) load(c, b0 + i + 1);
         use(a);
@@ -84,17 +102,21 @@ __global__ void __launch_bounds__(256) chain_read(const uint4 *w, int64_t nblock
         if (AHEAD > 1 && i + 3 < cnt) load(c, b0 + i + 3);
     }
     if (acc == 0x12345678u) atomicAdd(sink, 1ull);
+    if (DEP && threadIdx.x == 0) out[bx] = ss * 1e-30f + float(acc & 1u);
 }
-__global__ void __launch_bounds__(256) chain_state(float4 *s, int64_t n) {
+template <bool DEP>
+__global__ void __launch_bounds__(256) chain_state(float4 *s, int64_t n, const float *in, float *out) {
     const int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
     float4 v[4];
 #pragma unroll
     for (int k = 0; k < 4; ++k) v[k] = i0 + k * stride < n ? __ldcg(s + i0 + k * stride) : make_float4(0, 0, 0, 0);
     pdl_wait();
     pdl_trigger();
+    const float ss = dep_read<DEP>(in);
 #pragma unroll
     for (int k = 0; k < 4; ++k)
-        if (i0 + k * stride < n) __stcg(s + i0 + k * stride, make_float4(v[k].x * 0.5f, v[k].y, v[k].z, v[k].w));
+        if (i0 + k * stride < n) __stcg(s + i0 + k * stride, make_float4(v[k].x * 0.5f + ss * 1e-30f, v[k].y, v[k].z, v[k].w));
+    if (DEP && threadIdx.x == 0) out[blockIdx.x] = ss * 1e-30f;
 }
 
 }  // namespace step_floor
