@@ -96,39 +96,38 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    // Median over `samples` of the time of `per` calls of enqueue() on st, divided by per; with
+    // `warm`, one call before each sample.
+    auto time_ms = [&](int samples, int per, bool warm, auto &&enqueue) {
+        std::vector<double> t;
+        for (int r = 0; r < samples; ++r) {
+            if (warm) enqueue();
+            CK(cudaEventRecord(e0, st));
+            for (int i = 0; i < per; ++i) enqueue();
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms / per);
+        }
+        return median(t);
+    };
 
     // Copy ceiling (bytes read + written), as bench_decode measures it.
     double ceiling = 0;
     {
         const size_t bytes = size_t(1) << 30;
         void *a = m.alloc<unsigned char>(int64_t(bytes)), *b = m.alloc<unsigned char>(int64_t(bytes));
-        std::vector<double> t;
-        for (int r = 0; r < 7; ++r) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms);
-        }
-        ceiling = 2.0 * double(bytes) / (median(t) * 1e-3);
+        const double ms = time_ms(7, 1, false, [&] { CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, st)); });
+        ceiling = 2.0 * double(bytes) / (ms * 1e-3);
         std::printf("copy ceiling: %.0f GB/s\n", ceiling / 1e9);
     }
     // A pure streaming read of the step's weights: one kernel, the stream alone.
     {
-        std::vector<double> t;
-        for (int r = 0; r < 7; ++r) {
-            CK(cudaEventRecord(e0, st));
+        const double ms = time_ms(7, 1, false, [&] {
             read_stream<<<L.sms * 4, 512, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), m.weight_elems / 8,
                                                   m.p.argmax);
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms);
-        }
-        const double ms = median(t);
+        });
         std::printf("weights read in one kernel: %.4f ms, %.0f GB/s (%.3f of the copy ceiling)\n", ms,
                     double(m.weight_elems) * 2 / (ms * 1e-3) / 1e9, double(m.weight_elems) * 2 / (ms * 1e-3) / ceiling);
     }
@@ -137,36 +136,30 @@ int main(int argc, char **argv) {
     {
         auto run = [&](auto kern, int ch, int per_sm, int inter) {
             const int64_t nblocks = m.weight_elems * 2 / (int64_t(ch) * 4096);
-            std::vector<double> t;
-            for (int r = 0; r < 7; ++r) {
-                CK(cudaEventRecord(e0, st));
+            const double ms = time_ms(7, 1, false, [&] {
                 kern<<<L.sms * per_sm, 256, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), nblocks, inter,
-                                                    m.p.argmax);
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                float ms = 0;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                t.push_back(ms);
-            }
-            const double ms = median(t), gbs = double(nblocks) * ch * 4096 / (ms * 1e-3) / 1e9;
+                                                    m.p.argmax, nullptr, nullptr);
+            });
+            const double gbs = double(nblocks) * ch * 4096 / (ms * 1e-3) / 1e9;
             std::printf("GEMV-pattern read, %2d KB blocks, %d CTAs/SM, %-11s: %.4f ms, %.0f GB/s (%.3f)\n", ch * 4,
                         per_sm, inter ? "interleaved" : "contiguous", ms, gbs, gbs * 1e9 / ceiling);
         };
-        run(read_blocks<8>, 8, 1, 0);
-        run(read_blocks<8>, 8, 3, 0);
+        run(stream_blocks<8, 1, false>, 8, 1, 0);
+        run(stream_blocks<8, 1, false>, 8, 3, 0);
         for (int inter : {0, 1})
             for (int per_sm : {2, 4}) {
-                run(read_blocks<8>, 8, per_sm, inter);
-                run(read_blocks<4>, 4, per_sm, inter);
+                run(stream_blocks<8, 1, false>, 8, per_sm, inter);
+                run(stream_blocks<4, 1, false>, 4, per_sm, inter);
             }
     }
 
     // The kernel chain of a step, as a CUDA graph, with and without programmatic dependent launch.
     {
-        auto launch = [&](bool pdl, auto kern, int grid, int threads, auto... args) {
+        auto launch = [&](bool pdl, size_t smem, auto kern, int grid, int threads, auto... args) {
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(unsigned(grid));
             cfg.blockDim = dim3(unsigned(threads));
+            cfg.dynamicSmemBytes = smem;
             cfg.stream = st;
             cudaLaunchAttribute attr[1];
             attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -175,34 +168,47 @@ int main(int argc, char **argv) {
             cfg.numAttrs = pdl ? 1 : 0;
             CK(cudaLaunchKernelEx(&cfg, kern, args...));
         };
+        // pin: dynamic shared memory sized so that at most per_sm CTAs of any kernel of the chain fit
+        // an SM, as the engine's GEMV fills an SM's registers with two; otherwise the registers
+        // decide, and a CTA of the next kernel may fit beside the running ones (the occupancy is
+        // printed).
         struct ChainCfg {
             const char *what;
-            void (*kern)(const uint4 *, int64_t, unsigned long long *, const float *, float *);
+            void (*kern)(const uint4 *, int64_t, int, unsigned long long *, const float *, float *);
             void (*state)(float4 *, int64_t, const float *, float *);
             int64_t blk;
             int per_sm;
-            bool pdl;
+            bool pdl, pin;
         };
         const ChainCfg ccfgs[] = {
-            {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, PDL", chain_read<8, 1, false>, chain_state<false>,
-             32768, 2, true},
-            {"32 KB blocks, 2 CTAs/SM, 2 blocks before the wait, PDL", chain_read<8, 2, false>, chain_state<false>,
-             32768, 2, true},
-            {"32 KB blocks, 3 CTAs/SM, 1 block before the wait, PDL", chain_read<8, 1, false>, chain_state<false>,
-             32768, 3, true},
-            {"16 KB blocks, 4 CTAs/SM, 2 blocks before the wait, PDL", chain_read<4, 2, false>, chain_state<false>,
-             16384, 4, true},
-            {"32 KB blocks, 2 CTAs/SM, no PDL", chain_read<8, 1, false>, chain_state<false>, 32768, 2, false},
-            {"with the data dependency: 32 KB, 2 CTAs/SM, 1 block ahead, PDL", chain_read<8, 1, true>,
-             chain_state<true>, 32768, 2, true},
-            {"with the data dependency: 32 KB, 2 CTAs/SM, 2 blocks ahead, PDL", chain_read<8, 2, true>,
-             chain_state<true>, 32768, 2, true},
-            {"with the data dependency: 32 KB, 3 CTAs/SM, 1 block ahead, PDL", chain_read<8, 1, true>,
-             chain_state<true>, 32768, 3, true},
+            {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, PDL", stream_blocks<8, 1, false>, chain_state<false>,
+             32768, 2, true, true},
+            {"same, occupancy left to the registers", stream_blocks<8, 1, false>, chain_state<false>, 32768, 2, true,
+             false},
+            {"32 KB blocks, 2 CTAs/SM, 2 blocks before the wait, PDL", stream_blocks<8, 2, false>, chain_state<false>,
+             32768, 2, true, true},
+            {"32 KB blocks, 3 CTAs/SM, 1 block before the wait, PDL", stream_blocks<8, 1, false>, chain_state<false>,
+             32768, 3, true, true},
+            {"32 KB blocks, 2 CTAs/SM, no PDL", stream_blocks<8, 1, false>, chain_state<false>, 32768, 2, false, true},
+            {"data dependency: 32 KB, 2 CTAs/SM, 1 block ahead, PDL", stream_blocks<8, 1, true>, chain_state<true>,
+             32768, 2, true, true},
+            {"same, occupancy left to the registers", stream_blocks<8, 1, true>, chain_state<true>, 32768, 2, true,
+             false},
+            {"data dependency: 32 KB, 2 CTAs/SM, 2 blocks ahead, PDL", stream_blocks<8, 2, true>, chain_state<true>,
+             32768, 2, true, true},
+            {"data dependency: 32 KB, 3 CTAs/SM, 1 block ahead, PDL", stream_blocks<8, 1, true>, chain_state<true>,
+             32768, 3, true, true},
         };
         float *vec = m.alloc<float>(2 * kD);
         CK(cudaMemset(vec, 0, 2 * kD * sizeof(float)));
         for (const ChainCfg &cc : ccfgs) {
+            // Per CTA: an SM's shared memory split per_sm ways, less the 1 KB the system reserves per
+            // CTA and a margin; per_sm + 1 CTAs do not fit.
+            const size_t pad = cc.pin ? size_t(prop.sharedMemPerMultiprocessor) / size_t(cc.per_sm) - 4096 : 0;
+            CK(cudaFuncSetAttribute(cc.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
+            CK(cudaFuncSetAttribute(cc.state, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
+            int fit = 0;
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, cc.kern, 256, pad));
             int k = 0;  // kernels so far: the input vector alternates between the two halves of vec
             auto io = [&](const float *&in, float *&out) {
                 in = vec + (k & 1) * kD;
@@ -213,15 +219,15 @@ int main(int argc, char **argv) {
                 const float *in;
                 float *out;
                 io(in, out);
-                launch(cc.pdl, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
-                       rows * cols * 2 / cc.blk, m.p.argmax, in, out);
+                launch(cc.pdl, pad, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
+                       rows * cols * 2 / cc.blk, 0, m.p.argmax, in, out);
             };
             auto state = [&](int l) {
                 const float *in;
                 float *out;
                 io(in, out);
                 const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
-                launch(cc.pdl, cc.state, 2 * L.sms, 256,
+                launch(cc.pdl, pad, cc.state, cc.per_sm * L.sms, 256,
                        reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4, in, out);
             };
             cudaGraph_t g;
@@ -238,21 +244,10 @@ int main(int argc, char **argv) {
             mat(m.p.lm_head, kVocab, kD);
             CK(cudaStreamEndCapture(st, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
-            std::vector<double> t;
-            for (int r = 0; r < 7; ++r) {
-                CK(cudaGraphLaunch(ge, st));
-                CK(cudaEventRecord(e0, st));
-                for (int i = 0; i < 10; ++i) CK(cudaGraphLaunch(ge, st));
-                CK(cudaEventRecord(e1, st));
-                CK(cudaEventSynchronize(e1));
-                float ms = 0;
-                CK(cudaEventElapsedTime(&ms, e0, e1));
-                t.push_back(ms / 10);
-            }
-            const double ms = median(t);
-            std::printf("kernel chain of a step, no arithmetic (%d kernels, graph), %-64s: %.4f ms, %.1f steps/s, "
-                        "%.3f of the ceiling\n",
-                        kLayers * 5 + 1, cc.what, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
+            const double ms = time_ms(7, 10, true, [&] { CK(cudaGraphLaunch(ge, st)); });
+            std::printf("kernel chain of a step, no arithmetic (%d kernels, graph), %-56s [%d fit]: %.4f ms, %.1f "
+                        "steps/s, %.3f of the ceiling\n",
+                        kLayers * 5 + 1, cc.what, fit, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
@@ -316,20 +311,9 @@ int main(int argc, char **argv) {
     for (int i = 0; i < checks; ++i) bad += !check(100 + i, i & 1, (i >> 1) & 1);
     if (bad) return 1;
     auto time_steps = [&](int slots, int in_flight, int barriers, int kind, int inter) {
-        std::vector<double> t;
         StepParams p = m.p;
         p.token = 777;
-        for (int r = 0; r < repeats; ++r) {
-            CK(L.step(p, slots, in_flight, barriers, st, kind, inter));  // warm
-            CK(cudaEventRecord(e0, st));
-            for (int s = 0; s < steps; ++s) CK(L.step(p, slots, in_flight, barriers, st, kind, inter));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms / steps);
-        }
-        return median(t);
+        return time_ms(repeats, steps, true, [&] { CK(L.step(p, slots, in_flight, barriers, st, kind, inter)); });
     };
     std::printf("\n%-48s %10s %10s %9s\n", "persistent step (12 slots of 16 KB)", "ms/step", "tokens/s", "ceiling");
     struct Cfg {

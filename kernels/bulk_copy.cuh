@@ -1,6 +1,6 @@
-// Shared-memory mbarriers and global -> shared bulk copies (sm_90), for the kernel that streams
-// weights through a shared-memory ring: the persistent decoding step (decode_step.cu). Device code
-// only.
+// Shared-memory mbarriers and global -> shared bulk copies (sm_90), for the kernels that stream
+// weights through a shared-memory ring: the persistent decoding step (decode_step.cu) and the
+// persistent skeleton of bench_step_floor. Device code only.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -15,17 +15,22 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) {
 __device__ __forceinline__ void mbar_init(uint64_t *b, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
 }
+// Whether the phase of parity `parity` has completed (after a bounded wait in hardware). A parity
+// only tells the current phase from the one before it: a waiter must never be two phases ahead.
+__device__ __forceinline__ bool mbar_try_wait(uint64_t *b, uint32_t parity) {
+    uint32_t done;
+    asm volatile(
+        "{\n\t.reg .pred p;\n\t"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+        "selp.u32 %0, 1, 0, p;\n\t}"
+        : "=r"(done)
+        : "r"(smem_addr(b)), "r"(parity)
+        : "memory");
+    return done != 0;
+}
 __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(smem_addr(b)), "r"(parity)
-            : "memory");
-    } while (!done);
+    while (!mbar_try_wait(b, parity)) {
+    }
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");

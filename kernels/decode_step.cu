@@ -30,6 +30,7 @@
 #include "gdn_tile.cuh"
 #include "gemv.cuh"
 #include "gemv_rows.cuh"
+#include "grid_barrier.cuh"
 
 namespace specla {
 namespace kern {
@@ -84,14 +85,9 @@ struct GridBarrier {
     __device__ __forceinline__ void sync() {
         consumers_sync();
         target += gridDim.x;
-        if (threadIdx.x == 0) {
-            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
-            const long long t0 = clock64();
-            unsigned int v;
-            do {
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
-                if (clock64() - t0 > (1ll << 34)) __trap();
-            } while (v < target);
+        if (threadIdx.x < 32) {  // warp 0 reconverges before the CTA barrier
+            if (threadIdx.x == 0) grid_arrive_wait(count, target, 1ll << 34, [](unsigned int) { __trap(); });
+            __syncwarp();
         }
         consumers_sync();
     }

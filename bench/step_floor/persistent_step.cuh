@@ -10,6 +10,7 @@
 #include "bulk_copy.cuh"
 #include "device_common.cuh"
 #include "gemv_rows.cuh"
+#include "grid_barrier.cuh"
 #include "step_params.cuh"
 
 namespace step_floor {
@@ -51,20 +52,11 @@ __device__ __noinline__ void stuck(int kind, uint32_t a, uint32_t b) {
     }
     __trap();
 }
-__device__ __forceinline__ bool timed_out(long long t0) { return clock64() - t0 > (1ll << 31); }
+constexpr long long kStuckCycles = 1ll << 31;
 __device__ __forceinline__ void wait_slot(uint64_t *bar, uint32_t parity, int kind, uint32_t q) {
     const long long t0 = clock64();
-    uint32_t done = 0;
-    do {
-        asm volatile(
-            "{\n\t.reg .pred p;\n\t"
-            "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-            "selp.u32 %0, 1, 0, p;\n\t}"
-            : "=r"(done)
-            : "r"(smem_addr(bar)), "r"(parity)
-            : "memory");
-        if (!done && timed_out(t0)) stuck(kind, q, parity);
-    } while (!done);
+    while (!mbar_try_wait(bar, parity))
+        if (clock64() - t0 > kStuckCycles) stuck(kind, q, parity);
 }
 
 struct Ring {
@@ -133,15 +125,10 @@ struct GridBarrier {
         consumers_sync();
         if (!on) return;
         target += gridDim.x;
-        if (threadIdx.x < 32) {
+        if (threadIdx.x < 32) {  // warp 0 reconverges before the CTA barrier
             if (threadIdx.x == 0) {
-                asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(count) : "memory");
-                const long long t0 = clock64();
-                unsigned int v;
-                do {
-                    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
-                    if (int(v - target) < 0 && timed_out(t0)) stuck(4, target, v);
-                } while (int(v - target) < 0);
+                const unsigned int t = target;
+                grid_arrive_wait(count, t, kStuckCycles, [t](unsigned int v) { stuck(4, t, v); });
             }
             __syncwarp();
         }

@@ -21,36 +21,6 @@ __global__ void read_stream(const uint4 *w, int64_t n, unsigned long long *sink)
     if (acc == 0x12345678u) atomicAdd(sink, 1ull);
 }
 
-// The GEMV's access pattern without its arithmetic: blocks of CH x 4 KB (CH rows of 2048 bf16), one
-// 16-byte chunk per thread and row, the next block loaded before the current one is used. A CTA
-// takes a contiguous share of the blocks (as the GEMV's rows) or every gridDim.x-th block.
-template <int CH>
-__global__ void __launch_bounds__(256) read_blocks(const uint4 *w, int64_t nblocks, int inter, unsigned long long *sink) {
-    const int64_t G = gridDim.x, bx = blockIdx.x;
-    const int64_t b0 = inter ? bx : nblocks * bx / G, step = inter ? G : 1;
-    const int64_t cnt = inter ? (nblocks - bx + G - 1) / G : nblocks * (bx + 1) / G - b0;
-    uint4 a[CH], c[CH];
-    uint32_t acc = 0;
-    auto load = [&](uint4(&d)[CH], int64_t blk) {
-        const uint4 *src = w + blk * (CH * 256) + threadIdx.x;
-#pragma unroll
-        for (int i = 0; i < CH; ++i) d[i] = ld_stream(src + i * 256);
-    };
-    auto use = [&](const uint4(&d)[CH]) {
-#pragma unroll
-        for (int i = 0; i < CH; ++i) acc ^= d[i].x ^ d[i].y ^ d[i].z ^ d[i].w;
-    };
-    if (cnt > 0) load(a, b0);
-    for (int64_t i = 0; i < cnt; i += 2) {
-        if (i + 1 < cnt) load(c, b0 + (i + 1) * step);
-        use(a);
-        if (i + 1 >= cnt) break;
-        if (i + 2 < cnt) load(a, b0 + (i + 2) * step);
-        use(c);
-    }
-    if (acc == 0x12345678u) atomicAdd(sink, 1ull);
-}
-
 // The step's kernel chain without arithmetic: one kernel per weight matrix (the GEMV's pattern,
 // contiguous shares) and one per layer that reads and writes the layer's recurrent state, in the
 // order of a decoding step; with programmatic dependent launch the first block (or two: AHEAD) is
@@ -72,38 +42,45 @@ __device__ __forceinline__ float dep_read(const float *in) {
     return warp_sum(lane < int(blockDim.x >> 5) ? red[lane] : 0.f);
 }
 
+// The GEMV's access pattern without its arithmetic: blocks of CH x 4 KB (CH rows of 2048 bf16), one
+// 16-byte chunk per thread and row, the next block loaded before the current one is used. A CTA
+// takes a contiguous share of the blocks (as the GEMV's rows) or every gridDim.x-th block. AHEAD
+// blocks (1 or 2) are loaded before the grid-dependency wait (a no-op without programmatic
+// dependent launch).
 template <int CH, int AHEAD, bool DEP>
-__global__ void __launch_bounds__(256) chain_read(const uint4 *w, int64_t nblocks, unsigned long long *sink,
-                                                  const float *in, float *out) {
+__global__ void __launch_bounds__(256) stream_blocks(const uint4 *w, int64_t nblocks, int inter,
+                                                     unsigned long long *sink, const float *in, float *out) {
     const int64_t G = gridDim.x, bx = blockIdx.x;
-    const int64_t b0 = nblocks * bx / G, cnt = nblocks * (bx + 1) / G - b0;
+    const int64_t b0 = inter ? bx : nblocks * bx / G, step = inter ? G : 1;
+    const int64_t cnt = inter ? (nblocks - bx + G - 1) / G : nblocks * (bx + 1) / G - b0;
     uint4 a[CH], c[CH];
     uint32_t acc = 0;
-    auto load = [&](uint4(&d)[CH], int64_t blk) {
-        const uint4 *src = w + blk * (CH * 256) + threadIdx.x;
+    auto load = [&](uint4(&d)[CH], int64_t i) {
+        const uint4 *src = w + (b0 + i * step) * (CH * 256) + threadIdx.x;
 #pragma unroll
-        for (int i = 0; i < CH; ++i) d[i] = ld_stream(src + i * 256);
+        for (int k = 0; k < CH; ++k) d[k] = ld_stream(src + k * 256);
     };
     auto use = [&](const uint4(&d)[CH]) {
 #pragma unroll
-        for (int i = 0; i < CH; ++i) acc ^= d[i].x ^ d[i].y ^ d[i].z ^ d[i].w;
+        for (int k = 0; k < CH; ++k) acc ^= d[k].x ^ d[k].y ^ d[k].z ^ d[k].w;
     };
-    if (cnt > 0) load(a, b0);
-    if (AHEAD > 1 && cnt > 1) load(c, b0 + 1);
+    if (cnt > 0) load(a, 0);
+    if (AHEAD > 1 && cnt > 1) load(c, 1);
     pdl_wait();
     pdl_trigger();
     const float ss = dep_read<DEP>(in);
     for (int64_t i = 0; i < cnt; i += 2) {
-        if (AHEAD == 1 && i + 1 < cnt) load(c, b0 + i + 1);
+        if (AHEAD == 1 && i + 1 < cnt) load(c, i + 1);
         use(a);
         if (i + 1 >= cnt) break;
-        if (i + 2 < cnt) load(a, b0 + i + 2);
+        if (i + 2 < cnt) load(a, i + 2);
         use(c);
-        if (AHEAD > 1 && i + 3 < cnt) load(c, b0 + i + 3);
+        if (AHEAD > 1 && i + 3 < cnt) load(c, i + 3);
     }
     if (acc == 0x12345678u) atomicAdd(sink, 1ull);
     if (DEP && threadIdx.x == 0) out[bx] = ss * 1e-30f + float(acc & 1u);
 }
+
 template <bool DEP>
 __global__ void __launch_bounds__(256) chain_state(float4 *s, int64_t n, const float *in, float *out) {
     const int64_t i0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, stride = int64_t(gridDim.x) * blockDim.x;
