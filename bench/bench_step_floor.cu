@@ -81,6 +81,12 @@ int main(int argc, char **argv) {
         std::printf("the persistent step does not fit an SM with %d slots\n", kMaxSlots);
         return 1;
     }
+    // The recurrence gives each consumer warp at most kColsPerWarp of a CTA's value columns.
+    if ((kVD + prop.multiProcessorCount - 1) / prop.multiProcessorCount > kCW * kColsPerWarp) {
+        std::printf("the persistent step needs at least %d SMs for its recurrence layout\n",
+                    (kVD + kCW * kColsPerWarp - 1) / (kCW * kColsPerWarp));
+        return 1;
+    }
     CK(cudaFuncSetAttribute(ref_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, kI * 4));
 
     install_watch();

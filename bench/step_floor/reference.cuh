@@ -23,7 +23,7 @@ __global__ void ref_embed(const uint16_t *emb, int token, float *h) {
 // y = W (norm(x) or x); one warp per row. mode 0: plain; 1: RMSNorm with nw; 2: gated head norm
 // (x = o, z = gate input, nw = head norm weights).
 __global__ void ref_gemv(const uint16_t *W, int rows, int cols, const float *x, const float *nw, const float *z,
-                         int mode, float *out, int epi, const float *up_rows_base) {
+                         int mode, float *out, int epi) {
     extern __shared__ float xv[];
     __shared__ float hs[kHeads];
     __shared__ float tot;
@@ -92,13 +92,13 @@ void ref_step(const StepParams &p, float *S) {
     for (int l = 0; l < kLayers; ++l) {
         const Layer &y = p.layers[l];
         float *Sl = S + int64_t(l) * kHeads * kDv * kDk;
-        ref_gemv<<<264, 256, kD * 4>>>(y.in_proj, kR, kD, p.h, y.attn_norm, nullptr, 1, p.qkv, 0, nullptr);
+        ref_gemv<<<264, 256, kD * 4>>>(y.in_proj, kR, kD, p.h, y.attn_norm, nullptr, 1, p.qkv, 0);
         ref_recurrence<<<kVD / 8, 256>>>(Sl, p.qkv, p.o);
-        ref_gemv<<<264, 256, kVD * 4>>>(y.o_proj, kD, kVD, p.o, y.head_norm, p.qkv + kRowZ, 2, p.h, 1, nullptr);
-        ref_gemv<<<264, 256, kD * 4>>>(y.gate_up, kI, kD, p.h, y.ffn_norm, nullptr, 1, p.act, 2, nullptr);
-        ref_gemv<<<264, 256, kI * 4>>>(y.down, kD, kI, p.act, nullptr, nullptr, 0, p.h, 1, nullptr);
+        ref_gemv<<<264, 256, kVD * 4>>>(y.o_proj, kD, kVD, p.o, y.head_norm, p.qkv + kRowZ, 2, p.h, 1);
+        ref_gemv<<<264, 256, kD * 4>>>(y.gate_up, kI, kD, p.h, y.ffn_norm, nullptr, 1, p.act, 2);
+        ref_gemv<<<264, 256, kI * 4>>>(y.down, kD, kI, p.act, nullptr, nullptr, 0, p.h, 1);
     }
-    ref_gemv<<<264, 256, kD * 4>>>(p.lm_head, kVocab, kD, p.h, p.final_norm, nullptr, 1, p.logits, 0, nullptr);
+    ref_gemv<<<264, 256, kD * 4>>>(p.lm_head, kVocab, kD, p.h, p.final_norm, nullptr, 1, p.logits, 0);
 }
 
 }  // namespace step_floor
