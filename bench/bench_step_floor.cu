@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
             const int64_t nblocks = m.weight_elems * 2 / (int64_t(ch) * 4096);
             const double ms = time_ms(7, 1, false, [&] {
                 kern<<<L.sms * per_sm, 256, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), nblocks, inter,
-                                                    m.p.argmax, nullptr, nullptr);
+                                                    m.p.argmax, nullptr, nullptr, nullptr);
             });
             const double gbs = double(nblocks) * ch * 4096 / (ms * 1e-3) / 1e9;
             std::printf("GEMV-pattern read, %2d KB blocks, %d CTAs/SM, %-11s: %.4f ms, %.0f GB/s (%.3f)\n", ch * 4,
@@ -180,7 +180,7 @@ int main(int argc, char **argv) {
         // printed).
         struct ChainCfg {
             const char *what;
-            void (*kern)(const uint4 *, int64_t, int, unsigned long long *, const float *, float *);
+            void (*kern)(const uint4 *, int64_t, int, unsigned long long *, const float *, float *, const float *);
             void (*state)(float4 *, int64_t, const float *, float *);
             int64_t blk;
             int per_sm;
@@ -204,9 +204,17 @@ int main(int argc, char **argv) {
              32768, 2, true, true},
             {"data dependency: 32 KB, 3 CTAs/SM, 1 block ahead, PDL", stream_blocks<8, 1, true>, chain_state<true>,
              32768, 3, true, true},
+            {"+ FMAs and the warps' sums (work 1), engine layout", stream_blocks<8, 1, true, 1>, chain_state<true>,
+             32768, 2, true, true},
+            {"+ the CTA's sum per block, rows stored (work 2)", stream_blocks<8, 1, true, 2>, chain_state<true>, 32768,
+             2, true, true},
+            {"+ an RMSNorm prologue (work 3)", stream_blocks<8, 1, true, 3>, chain_state<true>, 32768, 2, true, true},
         };
-        float *vec = m.alloc<float>(2 * kD);
-        CK(cudaMemset(vec, 0, 2 * kD * sizeof(float)));
+        // Two buffers of the widest output (lm_head's rows); a kernel's input is the first 2048 floats
+        // of the previous kernel's output.
+        constexpr int64_t kVec = 32768;
+        float *vec = m.alloc<float>(2 * kVec);
+        CK(cudaMemset(vec, 0, 2 * kVec * sizeof(float)));
         for (const ChainCfg &cc : ccfgs) {
             // Per CTA: an SM's shared memory split per_sm ways, less the 1 KB the system reserves per
             // CTA and a margin; per_sm + 1 CTAs do not fit.
@@ -217,8 +225,8 @@ int main(int argc, char **argv) {
             CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, cc.kern, 256, pad));
             int k = 0;  // kernels so far: the input vector alternates between the two halves of vec
             auto io = [&](const float *&in, float *&out) {
-                in = vec + (k & 1) * kD;
-                out = vec + ((k + 1) & 1) * kD;
+                in = vec + (k & 1) * kVec;
+                out = vec + ((k + 1) & 1) * kVec;
                 ++k;
             };
             auto mat = [&](const uint16_t *w, int64_t rows, int64_t cols) {
@@ -226,7 +234,7 @@ int main(int argc, char **argv) {
                 float *out;
                 io(in, out);
                 launch(cc.pdl, pad, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
-                       rows * cols * 2 / cc.blk, 0, m.p.argmax, in, out);
+                       rows * cols * 2 / cc.blk, 0, m.p.argmax, in, out, m.p.final_norm);
             };
             auto state = [&](int l) {
                 const float *in;

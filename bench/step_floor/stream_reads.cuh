@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "device_common.cuh"
+#include "gemv_rows.cuh"
 
 namespace step_floor {
 
@@ -42,43 +43,97 @@ __device__ __forceinline__ float dep_read(const float *in) {
     return warp_sum(lane < int(blockDim.x >> 5) ? red[lane] : 0.f);
 }
 
-// The GEMV's access pattern without its arithmetic: blocks of CH x 4 KB (CH rows of 2048 bf16), one
-// 16-byte chunk per thread and row, the next block loaded before the current one is used. A CTA
-// takes a contiguous share of the blocks (as the GEMV's rows) or every gridDim.x-th block. AHEAD
-// blocks (1 or 2) are loaded before the grid-dependency wait (a no-op without programmatic
-// dependent launch).
-template <int CH, int AHEAD, bool DEP>
+// The GEMV's access pattern: blocks of CH x 4 KB (CH rows of 2048 bf16), one 16-byte chunk per
+// thread and row, the next block loaded before the current one is used. A CTA takes a contiguous
+// share of the blocks (as the GEMV's rows) or every gridDim.x-th block. AHEAD blocks (1 or 2) are
+// loaded before the grid-dependency wait (a no-op without programmatic dependent launch). WORK adds
+// the GEMV's work step by step, every matrix taken as rows of 2048 columns:
+//   0  none (the loads only; with DEP the dependency read of dep_read);
+//   1  the thread's 8 inputs read from `in` after the wait, per row the 8 FMAs and the warp's
+//      butterfly sum (warp 0's partial sum stored);
+//   2  and the CTA's sum of the warps' partial sums through shared memory, a CTA barrier per block,
+//      every row stored (gemv.cu's gemv_step);
+//   3  and an RMSNorm prologue: norm weights read before the wait, the CTA's sum of squares of the
+//      input, the inputs scaled.
+template <int CH, int AHEAD, bool DEP, int WORK = 0>
 __global__ void __launch_bounds__(256) stream_blocks(const uint4 *w, int64_t nblocks, int inter,
-                                                     unsigned long long *sink, const float *in, float *out) {
+                                                     unsigned long long *sink, const float *in, float *out,
+                                                     const float *norm) {
+    __shared__ float red[2][CH][8];
+    __shared__ float red32[32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int64_t G = gridDim.x, bx = blockIdx.x;
     const int64_t b0 = inter ? bx : nblocks * bx / G, step = inter ? G : 1;
     const int64_t cnt = inter ? (nblocks - bx + G - 1) / G : nblocks * (bx + 1) / G - b0;
     uint4 a[CH], c[CH];
     uint32_t acc = 0;
+    float xr[8], nw[8];
+    int par = 0;
     auto load = [&](uint4(&d)[CH], int64_t i) {
-        const uint4 *src = w + (b0 + i * step) * (CH * 256) + threadIdx.x;
+        const uint4 *src = w + (b0 + i * step) * (CH * 256) + tid;
 #pragma unroll
         for (int k = 0; k < CH; ++k) d[k] = ld_stream(src + k * 256);
     };
-    auto use = [&](const uint4(&d)[CH]) {
+    auto use = [&](const uint4(&d)[CH], int64_t i) {
+        if constexpr (WORK == 0) {
 #pragma unroll
-        for (int k = 0; k < CH; ++k) acc ^= d[k].x ^ d[k].y ^ d[k].z ^ d[k].w;
+            for (int k = 0; k < CH; ++k) acc ^= d[k].x ^ d[k].y ^ d[k].z ^ d[k].w;
+        } else {
+            const int64_t row0 = (b0 + i * step) * CH;
+            float y[CH];
+#pragma unroll
+            for (int k = 0; k < CH; ++k) y[k] = warp_sum(fma8(d[k], xr, 0.f));
+            if constexpr (WORK == 1) {
+                if (tid == 0)
+#pragma unroll
+                    for (int k = 0; k < CH; ++k) out[row0 + k] = y[k];
+            } else {
+                if (lane == 0)
+#pragma unroll
+                    for (int k = 0; k < CH; ++k) red[par][k][warp] = y[k];
+                __syncthreads();
+                if (tid < CH) {
+                    float t = 0.f;
+                    for (int v = 0; v < 8; ++v) t += red[par][tid][v];
+                    out[row0 + tid] = t;
+                }
+                par ^= 1;
+            }
+        }
     };
+    if (WORK >= 3)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) nw[e] = ld_keep(norm + tid * 8 + e);
     if (cnt > 0) load(a, 0);
     if (AHEAD > 1 && cnt > 1) load(c, 1);
     pdl_wait();
     pdl_trigger();
-    const float ss = dep_read<DEP>(in);
+    float ss = 0.f;
+    if constexpr (WORK == 0) {
+        ss = dep_read<DEP>(in);
+    } else {
+        const float4 x0 = __ldcg(reinterpret_cast<const float4 *>(in) + 2 * tid);
+        const float4 x1 = __ldcg(reinterpret_cast<const float4 *>(in) + 2 * tid + 1);
+        xr[0] = x0.x, xr[1] = x0.y, xr[2] = x0.z, xr[3] = x0.w, xr[4] = x1.x, xr[5] = x1.y, xr[6] = x1.z, xr[7] = x1.w;
+        if constexpr (WORK >= 3) {
+            float q = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) q += xr[e] * xr[e];
+            const float inv = rsqrtf(block_sum(q, red32) / 2048.f + 1e-6f);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) xr[e] *= inv * nw[e];
+        }
+    }
     for (int64_t i = 0; i < cnt; i += 2) {
         if (AHEAD == 1 && i + 1 < cnt) load(c, i + 1);
-        use(a);
+        use(a, i);
         if (i + 1 >= cnt) break;
         if (i + 2 < cnt) load(a, i + 2);
-        use(c);
+        use(c, i + 1);
         if (AHEAD > 1 && i + 3 < cnt) load(c, i + 3);
     }
     if (acc == 0x12345678u) atomicAdd(sink, 1ull);
-    if (DEP && threadIdx.x == 0) out[bx] = ss * 1e-30f + float(acc & 1u);
+    if (WORK == 0 && DEP && tid == 0) out[bx] = ss * 1e-30f + float(acc & 1u);
 }
 
 template <bool DEP>
