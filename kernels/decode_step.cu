@@ -50,7 +50,7 @@ constexpr int kRegWarps = 8;   // register path: up to this many virtual warps o
 constexpr int kTilesAhead = 3;  // recurrent tiles per CTA read before the phase's barrier
 
 // Barrier of the consumer warps only (the producer never joins).
-__device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void consumers_sync() { named_barrier_sync<kConsumers>(); }
 
 __device__ __forceinline__ float ldcg(const float *p) { return __ldcg(p); }
 
@@ -83,13 +83,7 @@ struct GridBarrier {
     unsigned int target = 0;
 
     __device__ __forceinline__ void sync() {
-        consumers_sync();
-        target += gridDim.x;
-        if (threadIdx.x < 32) {  // warp 0 reconverges before the CTA barrier
-            if (threadIdx.x == 0) grid_arrive_wait(count, target, 1ll << 34, [](unsigned int) { __trap(); });
-            __syncwarp();
-        }
-        consumers_sync();
+        cta_grid_sync<kConsumers>(count, target, 1ll << 34, [](unsigned int) { __trap(); });
     }
 };
 
@@ -272,10 +266,11 @@ __device__ __forceinline__ float row_dot(const uint4 *w, const XVec<L> &x, int n
     return y;
 }
 
-// This CTA's rows of one weight matrix: epi(row, y, y_up) on lane 0 of the row's warp.
+// This CTA's rows of one weight matrix: epi(row, y, y_up) on lane 0 of the row's warp, the row sums
+// times `scale` (an RMSNorm prologue's rms_scale; 1 otherwise, exact).
 template <int L, typename Epi>
 __device__ __forceinline__ void consume(Ring &rg, const Stream &m, const XVec<L> &x, const DecodeGemvShape &g,
-                                        Epi &&epi) {
+                                        float scale, Epi &&epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nch = int(m.cols >> 3);
     for (int64_t r0 = m.b; r0 < m.e; r0 += m.rows_per_stage, ++rg.q) {
@@ -288,7 +283,7 @@ __device__ __forceinline__ void consume(Ring &rg, const Stream &m, const XVec<L>
         if (j < n) {
             const float y = row_dot(stage + size_t(j) * nch, x, nch, g);
             const float y_up = m.paired ? row_dot(stage + size_t(n + j) * nch, x, nch, g) : 0.f;
-            if (lane == 0) epi(r0 + j, y, y_up);
+            if (lane == 0) epi(r0 + j, y * scale, y_up * scale);
         }
         // The stage's next contents come through the async proxy (bulk copy): order this warp's
         // generic-proxy reads of it before the release.
@@ -366,11 +361,12 @@ __device__ __forceinline__ void load_inputs(float *xs, int64_t cols, const float
 
 // RMSNorm prologue with gemv.cu's reduction (block_sum): per virtual thread the sum of squares of
 // its chunks, per virtual warp the butterfly sum, then the butterfly sum of the virtual warps'
-// sums; x * (inv * norm_w) per element. xs holds the vector and the next span the norm weights
-// (after load_inputs and a barrier). Every warp forms the sums itself: no further barrier.
+// sums; x * norm_w per element, and the returned rms_scale multiplies the row sums (gemv_rows.cuh).
+// xs holds the vector and the next span the norm weights (after load_inputs and a barrier). Every
+// warp forms the sums itself: no further barrier.
 template <int L>
-__device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t cols, float eps,
-                                                 const DecodeGemvShape &g) {
+__device__ __forceinline__ float rmsnorm_prologue(XVec<L> &x, float *xs, int64_t cols, float eps,
+                                                  const DecodeGemvShape &g) {
     const int lane = threadIdx.x & 31, nch = int(cols >> 3), nw = g.threads >> 5;
     if constexpr (L == kRegLayout) {
         xvec_from_xs(x, xs, cols);
@@ -385,8 +381,7 @@ __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t 
         float mine = 0.f;
 #pragma unroll
         for (int vw = 0; vw < kRegWarps; ++vw) mine = lane == vw ? ss[vw] : mine;
-        const float total = warp_sum(lane < nw ? mine : 0.f);
-        const float inv = 1.f / sqrtf(total / float(cols) + eps);
+        const float scale = rms_scale(warp_sum(lane < nw ? mine : 0.f), cols, eps);
 #pragma unroll
         for (int vw = 0; vw < kRegWarps; ++vw) {
             const int ch = vw * 32 + lane;
@@ -394,9 +389,10 @@ __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t 
                 float w[8];
                 xs_load_chunk<true>(xs + xs_span<true>(cols), ch, w);
 #pragma unroll
-                for (int e = 0; e < 8; ++e) x.r[vw][e] *= inv * w[e];
+                for (int e = 0; e < 8; ++e) x.r[vw][e] *= w[e];
             }
         }
+        return scale;
     } else {
         float mine = 0.f;
         for (int vw = 0; vw < nw; ++vw) {
@@ -413,20 +409,20 @@ __device__ __forceinline__ void rmsnorm_prologue(XVec<L> &x, float *xs, int64_t 
             ss = warp_sum(ss);
             if (lane == vw) mine = ss;
         }
-        const float total = warp_sum(lane < nw ? mine : 0.f);
-        const float inv = 1.f / sqrtf(total / float(cols) + eps);
+        const float scale = rms_scale(warp_sum(lane < nw ? mine : 0.f), cols, eps);
         consumers_sync();  // every warp has read xs
-        for (int64_t c = threadIdx.x; c < cols; c += kConsumers) xs[c] *= inv * xs[cols + c];
+        for (int64_t c = threadIdx.x; c < cols; c += kConsumers) xs[c] *= xs[cols + c];
         consumers_sync();
         x.xs = xs;
+        return scale;
     }
 }
 
 // The RMSNorm prologue of the residual stream h (through L2) or, for layer 0, of the embedding row
 // of `token`: the vector and the norm weights into xs, a barrier, then rmsnorm_prologue.
 template <int L>
-__device__ __forceinline__ void residual_prologue(XVec<L> &x, float *xs, const DecodeStepParams &p,
-                                                  const float *norm_w, int64_t token) {
+__device__ __forceinline__ float residual_prologue(XVec<L> &x, float *xs, const DecodeStepParams &p,
+                                                   const float *norm_w, int64_t token) {
     constexpr bool REG = L == kRegLayout;
     const int64_t D = p.D;
     if (token >= 0) {
@@ -441,39 +437,45 @@ __device__ __forceinline__ void residual_prologue(XVec<L> &x, float *xs, const D
         });
     }
     consumers_sync();
-    rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
+    return rmsnorm_prologue(x, xs, D, p.eps, p.shape_d);
 }
 
 // Gated RMSNorm inputs: the mixer output o into xs, silu(z) (or 1 without gate) into the next span,
-// the head norm weights after it, and per chunk the sum of squares (gemv_prologue_x's order).
+// the head norm weights after it, and the heads' sums of squares (gemv_prologue_x's order): where a
+// head fills aligned lanes (head_in_lanes) the butterfly over them into head_ss, otherwise per
+// chunk into chunk_ss for headnorm_prologue to add in order. A chunk ch lies on lane ch % 32 here
+// as in the GEMVs (kConsumers is a multiple of 32), and whole warps run the loop together.
 template <bool REG>
 __device__ __forceinline__ void load_headnorm_inputs(float *xs, int64_t cols, const float *o, const float *z,
-                                                     int use_gate, const float *norm_w, int hd, float *chunk_ss) {
-    const int nch = int(cols >> 3);
+                                                     int use_gate, const float *norm_w, int hd, float *chunk_ss,
+                                                     float *head_ss) {
+    const int nch = int(cols >> 3), lane = threadIdx.x & 31, cph = hd / 8;
+    const bool in_lanes = head_in_lanes(hd);
     // Two chunks per thread in flight, as in load_inputs.
-    for (int c0 = threadIdx.x; c0 < nch; c0 += 2 * kConsumers) {
+    for (int c0 = threadIdx.x; c0 - lane < nch; c0 += 2 * kConsumers) {
         float v[2][8], zr[2][8];
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             const int ch = c0 + k * kConsumers;
-            if (ch < nch)
 #pragma unroll
-                for (int e = 0; e < 8; ++e) {
-                    v[k][e] = ldcg(o + ch * 8 + e);
-                    zr[k][e] = use_gate ? ldcg(z + ch * 8 + e) : 0.f;
-                }
+            for (int e = 0; e < 8; ++e) {
+                v[k][e] = ch < nch ? ldcg(o + ch * 8 + e) : 0.f;
+                zr[k][e] = use_gate && ch < nch ? ldcg(z + ch * 8 + e) : 0.f;
+            }
         }
 #pragma unroll
         for (int k = 0; k < 2; ++k) {
             const int ch = c0 + k * kConsumers;
+            float ss = 0.f;
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
+            if (in_lanes) ss = head_sum_in_lanes(ss, cph);
             if (ch < nch) {
                 float gate[8];
-                float ss = 0.f;
 #pragma unroll
                 for (int e = 0; e < 8; ++e) gate[e] = use_gate ? siluf_(zr[k][e]) : 1.f;
-#pragma unroll
-                for (int e = 0; e < 8; ++e) ss += v[k][e] * v[k][e];
-                chunk_ss[ch] = ss;
+                if (!in_lanes) chunk_ss[ch] = ss;
+                else if (ch % cph == 0) head_ss[ch / cph] = ss;
                 xs_store_chunk<REG>(xs, ch, v[k]);
                 xs_store_chunk<REG>(xs + xs_span<REG>(cols), ch, gate);
             }
@@ -482,9 +484,9 @@ __device__ __forceinline__ void load_headnorm_inputs(float *xs, int64_t cols, co
     for (int c = threadIdx.x; c < hd; c += kConsumers) xs[2 * xs_span<REG>(cols) + c] = norm_w[c];
 }
 
-// Gated RMSNorm per head of hd values: head sums of the chunk sums in order, then per element
-// x * inv * norm_w[c % hd] * gate (gemv_prologue_x's HeadNorm). Starts with a barrier after
-// load_headnorm_inputs.
+// Gated RMSNorm per head of hd values: (heads not in lanes) head sums of the chunk sums in order,
+// then per element x * inv * norm_w[c % hd] * gate (gemv_prologue_x's HeadNorm). Starts with a
+// barrier after load_headnorm_inputs.
 template <int L>
 __device__ __forceinline__ void headnorm_prologue(XVec<L> &x, float *xs, int64_t cols, int hd, float eps,
                                                   const float *chunk_ss, float *head_ss,
@@ -493,12 +495,14 @@ __device__ __forceinline__ void headnorm_prologue(XVec<L> &x, float *xs, int64_t
     const int tid = threadIdx.x, lane = tid & 31;
     const int nch = int(cols >> 3), n_heads = int(cols / hd), cph = hd / 8;
     consumers_sync();
-    for (int i = tid; i < n_heads; i += kConsumers) {
-        float ss = 0.f;
-        for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
-        head_ss[i] = ss;
+    if (!head_in_lanes(hd)) {
+        for (int i = tid; i < n_heads; i += kConsumers) {
+            float ss = 0.f;
+            for (int q = 0; q < cph; ++q) ss += chunk_ss[i * cph + q];
+            head_ss[i] = ss;
+        }
+        consumers_sync();
     }
-    consumers_sync();
     if (stamp && tid == 0) *stamp = now_ns();
     const float *nw = xs + 2 * xs_span<REG>(cols);
     // Chunk ch of the normalised vector (a chunk lies inside one head: hd is a multiple of 8).
@@ -507,7 +511,7 @@ __device__ __forceinline__ void headnorm_prologue(XVec<L> &x, float *xs, int64_t
         xs_load_chunk<REG>(xs, ch, v);
         xs_load_chunk<REG>(xs + xs_span<REG>(cols), ch, gate);
         const int c0 = ch * 8;
-        const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
+        const float inv = rms_scale(head_ss[c0 / hd], hd, eps);
         const int k0 = c0 % hd;
 #pragma unroll
         for (int e = 0; e < 8; ++e) v[e] = v[e] * inv * nw[k0 + e] * gate[e];
@@ -687,9 +691,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
         }
         with_layout(p.shape_d, [&](auto reg) {
             XVec<decltype(reg)::value> x;
-            residual_prologue(x, xs, p, Ly.attn_norm, l == 0 ? tok : -1);
+            const float scale = residual_prologue(x, xs, p, Ly.attn_norm, l == 0 ? tok : -1);
             if (tid == 0) trace(p, l, 1);
-            consume(rg, Stream(Ly.in_proj, p.R, D, false), x, p.shape_d, [&](int64_t r, float y, float) {
+            consume(rg, Stream(Ly.in_proj, p.R, D, false), x, p.shape_d, scale, [&](int64_t r, float y, float) {
                 float out;
                 if (r < conv_rows + ib) {
                     // Same formula and tap order as inproj_row (gemv_rows.cuh), taps and window from
@@ -716,12 +720,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
         with_layout(p.shape_vd, [&](auto reg) {
             constexpr int L = decltype(reg)::value;
             constexpr bool R = L == kRegLayout;
-            load_headnorm_inputs<R>(xs, VD, p.o, p.proj + p.row_g, p.use_gate, Ly.o_norm, p.V, chunk_ss);
+            load_headnorm_inputs<R>(xs, VD, p.o, p.proj + p.row_g, p.use_gate, Ly.o_norm, p.V, chunk_ss, head_ss);
             if (tid == 0) trace(p, l, 14);
             XVec<L> x;
             headnorm_prologue(x, xs, VD, p.V, p.eps, chunk_ss, head_ss, trace_slot(p, l, 15));
             if (tid == 0) trace(p, l, 6);
-            consume(rg, Stream(Ly.o_proj, D, VD, false), x, p.shape_vd, add_residual);
+            consume(rg, Stream(Ly.o_proj, D, VD, false), x, p.shape_vd, 1.f, add_residual);
         });
         if (tid == 0) trace(p, l, 7);
         bar.sync();
@@ -730,9 +734,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
         if (tid == 0) trace(p, l, 8);
         with_layout(p.shape_d, [&](auto reg) {
             XVec<decltype(reg)::value> x;
-            residual_prologue(x, xs, p, Ly.mlp_norm, -1);
+            const float scale = residual_prologue(x, xs, p, Ly.mlp_norm, -1);
             if (tid == 0) trace(p, l, 9);
-            consume(rg, Stream(Ly.gate_up, I, D, true), x, p.shape_d,
+            consume(rg, Stream(Ly.gate_up, I, D, true), x, p.shape_d, scale,
                     [&](int64_t r, float g, float u) { p.act[r] = siluf_(g) * u; });
         });
         if (tid == 0) trace(p, l, 10);
@@ -750,7 +754,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
             consumers_sync();
             XVec<L> x;
             xvec_from_xs(x, xs, I);
-            consume(rg, Stream(Ly.down, D, I, false), x, p.shape_i, add_residual);
+            consume(rg, Stream(Ly.down, D, I, false), x, p.shape_i, 1.f, add_residual);
         });
         if (tid == 0) trace(p, l, 12);
         bar.sync();
@@ -764,8 +768,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_step_kernel(const __grid_c
     unsigned long long best = 0;
     with_layout(p.shape_d, [&](auto reg) {
         XVec<decltype(reg)::value> x;
-        residual_prologue(x, xs, p, p.final_norm, -1);
-        consume(rg, Stream(p.lm_head, p.vocab, D, false), x, p.shape_d, [&](int64_t r, float y, float) {
+        const float scale = residual_prologue(x, xs, p, p.final_norm, -1);
+        consume(rg, Stream(p.lm_head, p.vocab, D, false), x, p.shape_d, scale, [&](int64_t r, float y, float) {
             p.logits[r] = y;
             best = u64_max(best, argmax_key(y, uint32_t(r)));
         });

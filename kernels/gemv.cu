@@ -123,7 +123,8 @@ __device__ __forceinline__ void gemv_load(uint4 (&buf)[RB][CPT], const uint4 *W,
 template <int CPT, int RB, bool PAIRED>
 __device__ __forceinline__ void gemv_step(const GemvParams &p, const uint4 (&buf)[RB][CPT], const float (&xr)[CPT][8],
                                           int64_t lr, int64_t r_end, float (*red)[kMaxWarps],
-                                          unsigned long long &best, const float *rp, int64_t r_begin, int st) {
+                                          unsigned long long &best, const float *rp, int64_t r_begin, int st,
+                                          float &scale, const float *red32) {
     constexpr int RL = PAIRED ? RB / 2 : RB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
     float acc[RB];
@@ -133,13 +134,15 @@ __device__ __forceinline__ void gemv_step(const GemvParams &p, const uint4 (&buf
 #pragma unroll
         for (int i = 0; i < RB; ++i) red[i][warp] = acc[i];
     __syncthreads();
+    // The RMSNorm scale, once, by the warp that runs the epilogues (scale < 0: not formed yet).
+    if (warp == 0 && scale < 0.f) scale = rms_scale_from(red32, nw, p.cols, p.eps);
     if (tid < RL && lr + tid < r_end) {
         float y = 0.f, y_up = 0.f;
         for (int w = 0; w < nw; ++w) {
             y += red[tid][w];
             if (PAIRED) y_up += red[tid + RL][w];
         }
-        gemv_epilogue(p, lr + tid, y, y_up, best, st ? rp + (lr + tid - r_begin) * st : nullptr);
+        gemv_epilogue(p, lr + tid, y * scale, y_up * scale, best, st ? rp + (lr + tid - r_begin) * st : nullptr);
     }
 }
 
@@ -175,15 +178,16 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     op_trace(p.trace, 2);
 
     unsigned long long best = 0;
+    float scale = p.pro == GemvPrologue::RmsNorm ? -1.f : 1.f;  // the row sums' factor (rms_scale)
     int par = 0;
     for (int64_t lr = r_begin; lr < r_end;) {
         if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wb, W, lr + RL, r_end, L, nch);
-        gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best, rp, r_begin, st);
+        gemv_step<CPT, RB, PAIRED>(p, wa, xr, lr, r_end, red[par], best, rp, r_begin, st, scale, red32);
         par ^= 1;
         lr += RL;
         if (lr >= r_end) break;
         if (lr + RL < r_end) gemv_load<CPT, RB, PAIRED>(wa, W, lr + RL, r_end, L, nch);
-        gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best, rp, r_begin, st);
+        gemv_step<CPT, RB, PAIRED>(p, wb, xr, lr, r_end, red[par], best, rp, r_begin, st, scale, red32);
         par ^= 1;
         lr += RL;
     }
@@ -204,12 +208,12 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
     pdl_trigger();
     if (p.clear_after_wait && blockIdx.x == 0 && threadIdx.x == 0) *p.clear_after_wait = 0;
     for (int64_t c = tid; c < cols; c += T) x[c] = p.x[c];
+    float scale = 1.f;  // RMSNorm: rms_scale, applied to the row sums
     if (p.pro == GemvPrologue::RmsNorm) {
         float ss = 0.f;
         for (int64_t c = tid; c < cols; c += T) ss += x[c] * x[c];
-        ss = block_sum(ss, red32);
-        const float inv = 1.f / sqrtf(ss / float(cols) + p.eps);
-        for (int64_t c = tid; c < cols; c += T) x[c] *= inv * p.norm_w[c];
+        scale = rms_scale(block_sum(ss, red32), cols, p.eps);
+        for (int64_t c = tid; c < cols; c += T) x[c] *= p.norm_w[c];
     } else if (p.pro == GemvPrologue::HeadNorm) {
         const int hd = p.head_dim, n_heads = int(cols / hd);
         __syncthreads();
@@ -239,7 +243,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
         }
         y = warp_sum(y);
         y_up = warp_sum(y_up);
-        if (lane == 0) gemv_epilogue(p, r, y, y_up, best, nullptr);
+        if (lane == 0) gemv_epilogue(p, r, y * scale, y_up * scale, best, nullptr);
     }
     if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
 }

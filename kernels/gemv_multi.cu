@@ -105,8 +105,9 @@ __device__ __forceinline__ void multi_epilogue(const GemvMultiParams &mp, int64_
 
 template <int CPT, int RB, int NT, bool PAIRED>
 __device__ __forceinline__ void multi_step(const GemvMultiParams &mp, const uint4 (&buf)[RB][CPT],
-                                           const float (&xr)[NT][CPT][8], int64_t lr, int64_t r_end, int t0, int nt,
-                                           float (*red)[kMaxWarps], unsigned long long &best) {
+                                           const float (&xr)[NT][CPT][8], const float (&scale)[NT], int64_t lr,
+                                           int64_t r_end, int t0, int nt, float (*red)[kMaxWarps],
+                                           unsigned long long &best) {
     constexpr int RL = PAIRED ? RB / 2 : RB;
     constexpr int NV = RB * NT;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
@@ -131,18 +132,26 @@ __device__ __forceinline__ void multi_step(const GemvMultiParams &mp, const uint
             y += red[i * NT + t][w];
             if (PAIRED) y_up += red[(i + RL) * NT + t][w];
         }
-        multi_epilogue(mp, lr + i, t0 + t, y, y_up, prev, best);
+        // scale[t] with a run-time t would put the array in local memory: select it.
+        float sc = scale[0];
+#pragma unroll
+        for (int u = 1; u < NT; ++u) sc = t == u ? scale[u] : sc;
+        multi_epilogue(mp, lr + i, t0 + t, y * sc, y_up * sc, prev, best);
     }
 }
 
 // The input slices of NT tokens with the prologue applied: per token exactly gemv_prologue_x's
 // arithmetic (gemv_rows.cuh), but all tokens' loads are issued first and the block reductions of
-// all tokens share their barriers. red32: [NT][32]; head_ss (HeadNorm): NT * (heads + chunks).
+// all tokens share their barriers. RmsNorm: scale[t] is token t's rms_scale for its row sums (1
+// otherwise). red32: [NT][32]; head_ss (HeadNorm): NT * (heads + chunks).
 template <int CPT, int NT>
 __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMultiParams &mp, int t0, int nt,
-                                               float (&xr)[NT][CPT][8], float (*red32)[32], float *head_ss) {
+                                               float (&xr)[NT][CPT][8], float (&scale)[NT], float (*red32)[32],
+                                               float *head_ss) {
     const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = T >> 5;
     const int nch = int(p.cols >> 3);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) scale[t] = 1.f;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
         const float *x = p.x + int64_t(t0 + t) * mp.x_ld;
@@ -176,13 +185,37 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            const float inv = 1.f / sqrtf(ss[t] / float(p.cols) + p.eps);
+            scale[t] = rms_scale(ss[t], p.cols, p.eps);
 #pragma unroll
             for (int s = 0; s < CPT; ++s) {
                 const int ch = tid + s * T;
                 if (ch < nch)
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= inv * ld_keep(p.norm_w + ch * 8 + e);
+                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= ld_keep(p.norm_w + ch * 8 + e);
+            }
+        }
+    } else if (p.pro == GemvPrologue::HeadNorm && head_in_lanes(p.head_dim)) {
+        const int hd = p.head_dim;
+#pragma unroll
+        for (int t = 0; t < NT; ++t) {
+            const float *z = p.z ? p.z + int64_t(t0 + t) * mp.z_ld : nullptr;
+#pragma unroll
+            for (int s = 0; s < CPT; ++s) {
+                const int ch = tid + s * T;
+                float a = 0.f;  // zero past the vector (xr is)
+#pragma unroll
+                for (int e = 0; e < 8; ++e) a += xr[t][s][e] * xr[t][s][e];
+                a = head_sum_in_lanes(a, hd / 8);
+                if (ch < nch && t < nt) {
+                    const int c0 = ch * 8;
+                    const float inv = rms_scale(a, hd, p.eps);
+#pragma unroll
+                    for (int e = 0; e < 8; ++e) {
+                        const int c = c0 + e;
+                        const float gate = p.use_gate ? head_norm_gate(p.use_gate, z[c]) : 1.f;
+                        xr[t][s][e] = xr[t][s][e] * inv * ld_keep(p.norm_w + c % hd) * gate;
+                    }
+                }
             }
         }
     } else if (p.pro == GemvPrologue::HeadNorm) {
@@ -216,7 +249,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                 const int ch = tid + s * T;
                 if (ch < nch && t < nt) {
                     const int c0 = ch * 8;
-                    const float inv = 1.f / sqrtf(hs[t * n_heads + c0 / hd] / float(hd) + p.eps);
+                    const float inv = rms_scale(hs[t * n_heads + c0 / hd], hd, p.eps);
 #pragma unroll
                     for (int e = 0; e < 8; ++e) {
                         const int c = c0 + e;
@@ -257,8 +290,8 @@ __global__ void __launch_bounds__(kGemvMaxThreads) gemv_multi_kernel(const GemvM
     }
     pdl_wait();
     pdl_trigger();
-    float xr[NT][CPT][8];
-    multi_prologue<CPT, NT>(p, mp, t0, nt, xr, red32, head_ss);
+    float xr[NT][CPT][8], scale[NT];
+    multi_prologue<CPT, NT>(p, mp, t0, nt, xr, scale, red32, head_ss);
 
     unsigned long long best = 0;
     for (int64_t b = 0; b < nb; ++b) {
@@ -269,7 +302,7 @@ __global__ void __launch_bounds__(kGemvMaxThreads) gemv_multi_kernel(const GemvM
         if (b + P - 1 < nb)
             multi_issue<CPT, RB, PAIRED>(ring, int((b + P - 1) % P), W, r_begin + (b + P - 1) * RL, r_end, L, nch);
         cp_async_commit();
-        multi_step<CPT, RB, NT, PAIRED>(mp, buf, xr, r_begin + b * RL, r_end, t0, nt, red[b & 1], best);
+        multi_step<CPT, RB, NT, PAIRED>(mp, buf, xr, scale, r_begin + b * RL, r_end, t0, nt, red[b & 1], best);
     }
     cp_async_wait<0>();
     if (p.epi == GemvEpilogue::Logits && best) atomicMax(p.argmax + t0 + (threadIdx.x % NT), best);

@@ -71,6 +71,20 @@ __device__ __forceinline__ float head_norm_gate(int use_gate, float z) {
     return use_gate == 2 ? z : use_gate ? siluf_(z) : 1.f;
 }
 
+// HeadNorm where a head's chunks fill aligned groups of lanes (hd / 8 divides 32): every layout of
+// the GEMVs and of the persistent step puts chunk ch on lane ch % 32, so a head's sum of squares is
+// the butterfly of its chunks' sums over the head's lanes, formed in registers without a block
+// barrier. The other head sizes add the chunk sums in order through shared memory.
+__host__ __device__ __forceinline__ bool head_in_lanes(int hd) {
+    const int cph = hd / 8;
+    return hd % 8 == 0 && cph >= 1 && cph <= 32 && 32 % cph == 0;
+}
+// Every lane of the warp calls it; `cph` = hd / 8 lanes per head.
+__device__ __forceinline__ float head_sum_in_lanes(float chunk_ss, int cph) {
+    for (int o = cph / 2; o > 0; o >>= 1) chunk_ss += __shfl_xor_sync(0xffffffffu, chunk_ss, o);
+    return chunk_ss;
+}
+
 // Shared floats of the HeadNorm prologue: the per-head sums, then the per-chunk sums with one pad
 // float after each head's (cols/8 chunks, hd/8 per head), so that the threads summing different
 // heads read different banks.
@@ -116,10 +130,28 @@ __device__ __forceinline__ void load8(const float *p, bool vec, float (&v)[8]) {
     }
 }
 
+// RMSNorm as the GEMVs apply it: the input times the norm weights enters the dot products and
+// the row sums are scaled by rms_scale(sum of squares) = 1 / sqrt(mean square + eps), so that a
+// kernel's dot products need not wait for the block's reduction of the sum of squares. The sum
+// of squares is block_sum's: per thread over its chunks in order, the butterfly sum per warp, then
+// the butterfly sum of the warps' sums. Every GPU implementation applies the scale this way
+// (bitwise the same results); the CPU engine's x * inv * w differs in rounding only.
+__device__ __forceinline__ float rms_scale(float sum_sq, int64_t cols, float eps) {
+    return 1.f / sqrtf(sum_sq / float(cols) + eps);
+}
+// The scale from the warps' sums in `red32` (nw warps, written before a block barrier). Call from a
+// whole warp.
+__device__ __forceinline__ float rms_scale_from(const float *red32, int nw, int64_t cols, float eps) {
+    const int lane = threadIdx.x & 31;
+    return rms_scale(warp_sum(lane < nw ? red32[lane] : 0.f), cols, eps);
+}
+
 // Builds this thread's slice of the input vector of a vectorised GEMV: column c = (tid + s*T)*8 + e
 // of x, with the prologue applied (T = blockDim.x; nw from gemv_prologue_weights). x and the gate
-// input z are loaded together, one round trip. `red32` holds 32 floats; `head_ss` (HeadNorm)
-// head_norm_floats(cols, hd) floats. Contains __syncthreads(): call uniformly across the block.
+// input z are loaded together, one round trip. `red32` holds 32 floats: RmsNorm leaves the warps'
+// sums of squares there, for rms_scale_from after the next block barrier (the caller's first row
+// block), and does not scale xr. `head_ss` (HeadNorm) holds head_norm_floats(cols, hd) floats; that
+// prologue contains __syncthreads(): call uniformly across the block.
 template <int CPT>
 __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x, const float (&nw)[CPT][8],
                                                 float eps, const float *z, int hd, int use_gate, int64_t cols,
@@ -145,19 +177,35 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
         }
     }
     if (pro == GemvPrologue::RmsNorm) {
+        // The warps' sums of squares go to red32 and the norm's scale waits for the first row
+        // block's barrier (rms_scale_from): the dot products start without a block reduction.
         float ss = 0.f;
 #pragma unroll
         for (int s = 0; s < CPT; ++s)
 #pragma unroll
             for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-        ss = block_sum(ss, red32);
-        const float inv = 1.f / sqrtf(ss / float(cols) + eps);
+        ss = warp_sum(ss);
+        if ((tid & 31) == 0) red32[tid >> 5] = ss;
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
             if (ch < nch)
 #pragma unroll
-                for (int e = 0; e < 8; ++e) xr[s][e] *= inv * nw[s][e];
+                for (int e = 0; e < 8; ++e) xr[s][e] *= nw[s][e];
+        }
+    } else if (pro == GemvPrologue::HeadNorm && head_in_lanes(hd)) {
+#pragma unroll
+        for (int s = 0; s < CPT; ++s) {
+            float ss = 0.f;  // zero past the vector (xr is)
+#pragma unroll
+            for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
+            ss = head_sum_in_lanes(ss, hd / 8);
+            if (tid + s * T < nch) {
+                const float inv = rms_scale(ss, hd, eps);
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    xr[s][e] = xr[s][e] * inv * nw[s][e] * head_norm_gate(use_gate, zr[s][e]);
+            }
         }
     } else if (pro == GemvPrologue::HeadNorm) {
         // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
@@ -196,7 +244,7 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
             const int ch = tid + s * T;
             if (ch < nch) {
                 const int c0 = ch * 8;
-                const float inv = 1.f / sqrtf(head_ss[c0 / hd] / float(hd) + eps);
+                const float inv = rms_scale(head_ss[c0 / hd], hd, eps);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
                     xr[s][e] = xr[s][e] * inv * nw[s][e] * head_norm_gate(use_gate, zr[s][e]);

@@ -26,5 +26,28 @@ __device__ __forceinline__ void grid_arrive_wait(unsigned int *count, unsigned i
     }
 }
 
+// Named CTA barrier 1 over the first `Threads` threads of the CTA (barrier 0 is __syncthreads):
+// the consumer warps of a persistent kernel, whose producer warp never joins.
+template <int Threads>
+__device__ __forceinline__ void named_barrier_sync() {
+    asm volatile("barrier.sync 1, %0;" ::"n"(Threads) : "memory");
+}
+
+// The grid barrier as a CTA's `Threads` consumer threads pass it: their writes are ordered before
+// thread 0's arrival, thread 0 waits for the grid (target advances by gridDim.x per barrier), and
+// the second CTA barrier hands the grid's writes to the rest. Warp 0 reconverges before that
+// barrier, so that no lane reaches it while thread 0 still spins.
+template <int Threads, typename OnTimeout>
+__device__ __forceinline__ void cta_grid_sync(unsigned int *count, unsigned int &target, long long limit,
+                                              OnTimeout &&on_timeout) {
+    named_barrier_sync<Threads>();
+    target += gridDim.x;
+    if (threadIdx.x < 32) {
+        if (threadIdx.x == 0) grid_arrive_wait(count, target, limit, on_timeout);
+        __syncwarp();
+    }
+    named_barrier_sync<Threads>();
+}
+
 }  // namespace kern
 }  // namespace specla

@@ -115,24 +115,18 @@ __device__ void producer(const StepParams &p, Ring &rg) {
 }
 
 // ---- consumers ---------------------------------------------------------------------------------------
-__device__ __forceinline__ void consumers_sync() { asm volatile("barrier.sync 1, %0;" ::"n"(kConsumers) : "memory"); }
+__device__ __forceinline__ void consumers_sync() { named_barrier_sync<kConsumers>(); }
 
 struct GridBarrier {
     unsigned int *count;
     unsigned int target;
-    bool on;
+    bool on;  // off: the consumers only pass a CTA barrier (the no-barrier diagnostic)
     __device__ void sync() {
-        consumers_sync();
-        if (!on) return;
-        target += gridDim.x;
-        if (threadIdx.x < 32) {  // warp 0 reconverges before the CTA barrier
-            if (threadIdx.x == 0) {
-                const unsigned int t = target;
-                grid_arrive_wait(count, t, kStuckCycles, [t](unsigned int v) { stuck(4, t, v); });
-            }
-            __syncwarp();
+        if (!on) {
+            consumers_sync();
+            return;
         }
-        consumers_sync();
+        cta_grid_sync<kConsumers>(count, target, kStuckCycles, [this](unsigned int v) { stuck(4, target, v); });
     }
 };
 
