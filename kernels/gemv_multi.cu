@@ -194,53 +194,32 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                     for (int e = 0; e < 8; ++e) xr[t][s][e] *= ld_keep(p.norm_w + ch * 8 + e);
             }
         }
-    } else if (p.pro == GemvPrologue::HeadNorm && head_in_lanes(p.head_dim)) {
-        const int hd = p.head_dim;
+    } else if (p.pro == GemvPrologue::HeadNorm) {
+        const int hd = p.head_dim, n_heads = int(p.cols / hd), cph = hd / 8;
+        const bool in_lanes = head_in_lanes(hd);  // the same for the whole block
+        float *hs = head_ss, *chunk_ss = head_ss + NT * n_heads;  // [NT][heads], [NT][nch]
+        float hsum[NT][CPT];
 #pragma unroll
-        for (int t = 0; t < NT; ++t) {
-            const float *z = p.z ? p.z + int64_t(t0 + t) * mp.z_ld : nullptr;
+        for (int t = 0; t < NT; ++t)
 #pragma unroll
             for (int s = 0; s < CPT; ++s) {
                 const int ch = tid + s * T;
                 float a = 0.f;  // zero past the vector (xr is)
 #pragma unroll
                 for (int e = 0; e < 8; ++e) a += xr[t][s][e] * xr[t][s][e];
-                a = head_sum_in_lanes(a, hd / 8);
-                if (ch < nch && t < nt) {
-                    const int c0 = ch * 8;
-                    const float inv = rms_scale(a, hd, p.eps);
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) {
-                        const int c = c0 + e;
-                        const float gate = p.use_gate ? head_norm_gate(p.use_gate, z[c]) : 1.f;
-                        xr[t][s][e] = xr[t][s][e] * inv * ld_keep(p.norm_w + c % hd) * gate;
-                    }
-                }
+                if (in_lanes) hsum[t][s] = head_sum_in_lanes(a, cph);
+                else if (ch < nch) chunk_ss[t * nch + ch] = a;
             }
-        }
-    } else if (p.pro == GemvPrologue::HeadNorm) {
-        const int hd = p.head_dim, n_heads = int(p.cols / hd), cph = hd / 8;
-        float *hs = head_ss, *chunk_ss = head_ss + NT * n_heads;  // [NT][heads], [NT][nch]
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-#pragma unroll
-            for (int s = 0; s < CPT; ++s) {
-                const int ch = tid + s * T;
-                if (ch < nch) {
-                    float a = 0.f;
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) a += xr[t][s][e] * xr[t][s][e];
-                    chunk_ss[t * nch + ch] = a;
-                }
+        if (!in_lanes) {
+            __syncthreads();
+            for (int i = tid; i < NT * n_heads; i += T) {
+                const int t = i / n_heads, hh = i % n_heads;
+                float a = 0.f;
+                for (int q = 0; q < cph; ++q) a += chunk_ss[t * nch + hh * cph + q];
+                hs[i] = a;
             }
-        __syncthreads();
-        for (int i = tid; i < NT * n_heads; i += T) {
-            const int t = i / n_heads, hh = i % n_heads;
-            float a = 0.f;
-            for (int q = 0; q < cph; ++q) a += chunk_ss[t * nch + hh * cph + q];
-            hs[i] = a;
+            __syncthreads();
         }
-        __syncthreads();
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
             const float *z = p.z ? p.z + int64_t(t0 + t) * mp.z_ld : nullptr;
@@ -249,7 +228,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                 const int ch = tid + s * T;
                 if (ch < nch && t < nt) {
                     const int c0 = ch * 8;
-                    const float inv = rms_scale(hs[t * n_heads + c0 / hd], hd, p.eps);
+                    const float inv = rms_scale(in_lanes ? hsum[t][s] : hs[t * n_heads + c0 / hd], hd, p.eps);
 #pragma unroll
                     for (int e = 0; e < 8; ++e) {
                         const int c = c0 + e;

@@ -193,58 +193,47 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
 #pragma unroll
                 for (int e = 0; e < 8; ++e) xr[s][e] *= nw[s][e];
         }
-    } else if (pro == GemvPrologue::HeadNorm && head_in_lanes(hd)) {
+    } else if (pro == GemvPrologue::HeadNorm) {
+        // head_dim is a multiple of 8 here, so a chunk lies inside one head. The head sums: in
+        // lanes where the heads fill aligned lanes; otherwise per-chunk partial sums added in a fixed
+        // order per head (deterministic, unlike shared-memory atomics).
+        const int n_heads = int(cols / hd), cph = hd / 8;
+        const bool in_lanes = head_in_lanes(hd);  // the same for the whole block
+        float *chunk_ss = head_ss + n_heads;      // head i's chunk q at i * (cph + 1) + q
+        float hsum[CPT];
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
+            const int ch = tid + s * T;
             float ss = 0.f;  // zero past the vector (xr is)
 #pragma unroll
             for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-            ss = head_sum_in_lanes(ss, hd / 8);
-            if (tid + s * T < nch) {
-                const float inv = rms_scale(ss, hd, eps);
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    xr[s][e] = xr[s][e] * inv * nw[s][e] * head_norm_gate(use_gate, zr[s][e]);
-            }
+            if (in_lanes) hsum[s] = head_sum_in_lanes(ss, cph);
+            else if (ch < nch) chunk_ss[ch + ch / cph] = ss;
         }
-    } else if (pro == GemvPrologue::HeadNorm) {
-        // head_dim is a multiple of 8 here, so a chunk lies inside one head. Per-chunk partial sums
-        // are added in a fixed order per head (deterministic, unlike shared-memory atomics).
-        const int n_heads = int(cols / hd), cph = hd / 8;
-        float *chunk_ss = head_ss + n_heads;  // head i's chunk q at i * (cph + 1) + q
-#pragma unroll
-        for (int s = 0; s < CPT; ++s) {
-            const int ch = tid + s * T;
-            if (ch < nch) {
+        if (!in_lanes) {
+            __syncthreads();
+            for (int i = tid; i < n_heads; i += T) {
                 float ss = 0.f;
+                // In chunk order (the other implementations' order); eight loads ahead of the adds.
+                const float *cs = chunk_ss + i * (cph + 1);
+                int q = 0;
+                for (; q + 8 <= cph; q += 8) {
+                    float v[8];
 #pragma unroll
-                for (int e = 0; e < 8; ++e) ss += xr[s][e] * xr[s][e];
-                chunk_ss[ch + ch / cph] = ss;
+                    for (int u = 0; u < 8; ++u) v[u] = cs[q + u];
+#pragma unroll
+                    for (int u = 0; u < 8; ++u) ss += v[u];
+                }
+                for (; q < cph; ++q) ss += cs[q];
+                head_ss[i] = ss;
             }
+            __syncthreads();
         }
-        __syncthreads();
-        for (int i = tid; i < n_heads; i += T) {
-            float ss = 0.f;
-            // In chunk order (the other implementations' order); eight loads ahead of the adds.
-            const float *cs = chunk_ss + i * (cph + 1);
-            int q = 0;
-            for (; q + 8 <= cph; q += 8) {
-                float v[8];
-#pragma unroll
-                for (int u = 0; u < 8; ++u) v[u] = cs[q + u];
-#pragma unroll
-                for (int u = 0; u < 8; ++u) ss += v[u];
-            }
-            for (; q < cph; ++q) ss += cs[q];
-            head_ss[i] = ss;
-        }
-        __syncthreads();
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
             if (ch < nch) {
-                const int c0 = ch * 8;
-                const float inv = rms_scale(head_ss[c0 / hd], hd, eps);
+                const float inv = rms_scale(in_lanes ? hsum[s] : head_ss[ch * 8 / hd], hd, eps);
 #pragma unroll
                 for (int e = 0; e < 8; ++e) {
                     xr[s][e] = xr[s][e] * inv * nw[s][e] * head_norm_gate(use_gate, zr[s][e]);
