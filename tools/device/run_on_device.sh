@@ -33,12 +33,17 @@ t_start=$(date +%s)
 elapsed() { echo $(( $(date +%s) - t_start )); }
 
 # ---- dependencies: unpack the carried .deb files ------------------------------------------------
+# .deps/debs: everything a build needs (tools/device/fetch_debs.sh); .deps/debs-runtime: the
+# run-time libraries alone, what a prebuilt run carries (tools/device/pack_prebuilt.sh).
 pfx=/tmp/specla-deps
 mkdir -p "$pfx"
-for deb in "$root"/.deps/debs/*.deb; do
-    [ -e "$deb" ] || { note "no .deb files in .deps/debs (run tools/device/fetch_debs.sh first)"; break; }
+n_debs=0
+for deb in "$root"/.deps/debs/*.deb "$root"/.deps/debs-runtime/*.deb; do
+    [ -e "$deb" ] || continue
     dpkg -x "$deb" "$pfx"
+    n_debs=$((n_debs + 1))
 done
+[ $n_debs -gt 0 ] || note "no .deb files in .deps/debs or .deps/debs-runtime (run tools/device/fetch_debs.sh first)"
 libdir="$pfx/usr/lib/x86_64-linux-gnu"
 # The .pc files say prefix=/usr: point them at the unpacked tree.
 for pc in "$libdir"/pkgconfig/*.pc; do [ -e "$pc" ] && sed -i "s|^prefix=/usr\$|prefix=$pfx/usr|" "$pc"; done
@@ -78,8 +83,8 @@ if has build; then
         steps="$steps prebuilt"
     fi
 fi
-# Programs built elsewhere (same toolkit), carried in .deps/prebuilt: used when asked for with the
-# step `prebuilt`, or when the build above failed.
+# Programs built elsewhere (same toolkit), carried in .deps/prebuilt (tools/device/pack_prebuilt.sh):
+# used when asked for with the step `prebuilt`, or when the build above failed.
 if has prebuilt; then
     pre="$root/.deps/prebuilt"
     # Each program as NAME.xz, NAME.gz or NAME; unpacked into /tmp/specla-prebuilt.
