@@ -133,6 +133,11 @@ __device__ __forceinline__ float group_sum(float v) {
     for (int o = WIDTH / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, WIDTH);
     return v;
 }
+// The RMS norm's factor 1 / sqrt(mean square + eps) of n values whose squares sum to sum_sq: one
+// formula for every norm kernel (standalone norms, the GEMV prologues, the persistent step).
+__device__ __forceinline__ float rms_scale(float sum_sq, int64_t n, float eps) {
+    return 1.f / sqrtf(sum_sq / float(n) + eps);
+}
 // Block-wide sum, result in every thread. `red` holds >= 32 floats; blockDim a multiple of 32.
 __device__ __forceinline__ float block_sum(float v, float *red) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;

@@ -224,7 +224,7 @@ __global__ void __launch_bounds__(256) gemv_generic_kernel(const GemvParams p) {
         }
         __syncthreads();
         for (int64_t c = tid; c < cols; c += T) {
-            const float inv = 1.f / sqrtf(head_ss[c / hd] / float(hd) + p.eps);
+            const float inv = rms_scale(head_ss[c / hd], hd, p.eps);
             const float gate = p.use_gate ? head_norm_gate(p.use_gate, p.z[c]) : 1.f;
             x[c] = x[c] * inv * p.norm_w[c % hd] * gate;
         }

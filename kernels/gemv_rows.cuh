@@ -131,14 +131,11 @@ __device__ __forceinline__ void load8(const float *p, bool vec, float (&v)[8]) {
 }
 
 // RMSNorm as the GEMVs apply it: the input times the norm weights enters the dot products and
-// the row sums are scaled by rms_scale(sum of squares) = 1 / sqrt(mean square + eps), so that a
-// kernel's dot products need not wait for the block's reduction of the sum of squares. The sum
-// of squares is block_sum's: per thread over its chunks in order, the butterfly sum per warp, then
-// the butterfly sum of the warps' sums. Every GPU implementation applies the scale this way
-// (bitwise the same results); the CPU engine's x * inv * w differs in rounding only.
-__device__ __forceinline__ float rms_scale(float sum_sq, int64_t cols, float eps) {
-    return 1.f / sqrtf(sum_sq / float(cols) + eps);
-}
+// the row sums are scaled by rms_scale(sum of squares) (device_common.cuh), so that a kernel's dot
+// products need not wait for the block's reduction of the sum of squares. The sum of squares is
+// block_sum's: per thread over its chunks in order, the butterfly sum per warp, then the butterfly
+// sum of the warps' sums. Every GPU implementation applies the scale this way (bitwise the same
+// results); the CPU engine's x * inv * w differs in rounding only.
 // The scale from the warps' sums in `red32` (nw warps, written before a block barrier). Call from a
 // whole warp.
 __device__ __forceinline__ float rms_scale_from(const float *red32, int nw, int64_t cols, float eps) {

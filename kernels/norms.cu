@@ -16,7 +16,7 @@ __global__ void rmsnorm_rows_kernel(const float *x, int64_t ldx, const float *w,
     float ss = 0.f;
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) ss += xr[c] * xr[c];
     ss = block_sum(ss, red);
-    const float inv = 1.f / sqrtf(ss / float(D) + eps);
+    const float inv = rms_scale(ss, D, eps);
     for (int64_t c = threadIdx.x; c < D; c += blockDim.x) out[t * D + c] = float_to_bf16(xr[c] * inv * w[c]);
 }
 
@@ -33,7 +33,7 @@ __global__ void gated_norm_rows_kernel(const float *o, int64_t o_tstride, int64_
     float ss = 0.f;
     for (int j = threadIdx.x; j < V; j += blockDim.x) ss += op[j] * op[j];
     ss = block_sum(ss, red);
-    const float inv = 1.f / sqrtf(ss / float(V) + eps);
+    const float inv = rms_scale(ss, V, eps);
     for (int j = threadIdx.x; j < V; j += blockDim.x) {
         const float gate = z ? siluf_(z[t * z_tstride + int64_t(hv) * V + j]) : 1.f;
         out[t * int64_t(HV) * V + int64_t(hv) * V + j] = float_to_bf16(op[j] * inv * o_norm[j] * gate);
