@@ -463,6 +463,9 @@ int main(int argc, char **argv) {
         }
     }
 
+    m.reset_state(seed);
+    CK(cudaDeviceSynchronize());
+
     // Check: the persistent step against the plain kernels, same state and token (the reference
     // runs on a copy of the state; the step then advances the real one).
     auto check = [&](int token, int kind, int inter) {
