@@ -14,7 +14,11 @@
 //   * the kernel chain of a step without arithmetic: per layer one kernel per weight matrix and one
 //     that reads and writes the layer's state (121 kernels), as a CUDA graph with and without
 //     programmatic dependent launch, without data dependencies and with the step's (each kernel
-//     reads, right after its wait, a vector the previous one wrote, and reduces it over the CTA);
+//     reads, right after its wait, a vector the previous one wrote, and reduces it over the CTA),
+//     with the GEMV's work added step by step, and with row blocks handed out by arrival order;
+//   * the same chain with split-K hand-offs (stream_splitk): down fused into gate_up's kernel and
+//     o_proj into the recurrence's, so that a layer has 3 kernels instead of 5, each fused kernel
+//     adding its 2048 partial outputs per CTA into the output (atomics, bulk reductions, clusters);
 //   * a persistent step (step_floor/persistent_step.cuh): one CTA per SM, a producer warp streaming
 //     every matrix of the step into a ring of shared-memory slots, consumer warps computing the
 //     step (RMSNorm, in_proj, a delta-rule recurrence on the state, gated head norm, o_proj with the
@@ -49,6 +53,47 @@ namespace {
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
+}
+
+// The stamped chain's timeline in bench_decode --trace's terms: per kernel of a layer, us from the
+// layer's first in_proj entry to entry, past the wait, input ready and exit (first / last CTA), mean
+// over layers 4..19 of 9 replays; the layer period; lm_head from first entry to last exit.
+void print_chain_timeline(cudaGraphExec_t ge, cudaStream_t st, unsigned long long *stamps) {
+    constexpr int S = kOpTraceSlots, P = kOpTracePhases, kChain = kLayers * 5 + 1, reps = 9;
+    const size_t n = size_t(kChain) * S;
+    std::vector<unsigned long long> init(n), t(n);
+    for (size_t i = 0; i < n; ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
+    std::vector<double> sum(size_t(5 * 2 * P), 0.0);
+    double period = 0, lm = 0;
+    int count = 0;
+    for (int r = 0; r < reps; ++r) {
+        CK(cudaMemcpy(stamps, init.data(), n * 8, cudaMemcpyHostToDevice));
+        CK(cudaGraphLaunch(ge, st));
+        CK(cudaStreamSynchronize(st));
+        CK(cudaMemcpy(t.data(), stamps, n * 8, cudaMemcpyDeviceToHost));
+        for (int l = 4; l < kLayers - 4; ++l) {
+            const double t0 = double(t[size_t(5 * l) * S]);
+            for (int k = 0; k < 5; ++k)
+                for (int j = 0; j < 2 * P; ++j) sum[size_t(k * 2 * P + j)] += double(t[size_t(5 * l + k) * S + j]) - t0;
+            period += double(t[size_t(5 * (l + 1)) * S]) - t0;
+            ++count;
+        }
+        const size_t h = size_t(5 * kLayers) * S;
+        lm += double(t[h + size_t(2 * (P - 1) + 1)]) - double(t[h]);
+    }
+    const char *kernels[5] = {"in_proj", "state", "o_proj", "gate_up", "down"};
+    std::printf("  chain timeline (us from the layer's first in_proj entry; first / last CTA; layers 4..%d, %d "
+                "replays)\n", kLayers - 5, reps);
+    std::printf("  %-10s %15s %15s %15s %15s\n", "kernel", "entry", "past wait", "input ready", "exit");
+    for (int k = 0; k < 5; ++k) {
+        std::printf("  %-10s", kernels[k]);
+        for (int ph = 0; ph < P; ++ph)
+            std::printf("   %5.2f / %5.2f", sum[size_t(k * 2 * P + 2 * ph)] / count / 1e3,
+                        sum[size_t(k * 2 * P + 2 * ph + 1)] / count / 1e3);
+        std::printf("\n");
+    }
+    std::printf("  layer period %.2f us; lm_head first entry to last exit %.2f us\n", period / count / 1e3,
+                lm / reps / 1e3);
 }
 
 }  // namespace
@@ -144,7 +189,7 @@ int main(int argc, char **argv) {
             const int64_t nblocks = m.weight_elems * 2 / (int64_t(ch) * 4096);
             const double ms = time_ms(7, 1, false, [&] {
                 kern<<<L.sms * per_sm, 256, 0, st>>>(reinterpret_cast<const uint4 *>(m.weights), nblocks, inter,
-                                                    m.p.argmax, nullptr, nullptr, nullptr);
+                                                    m.p.argmax, nullptr, nullptr, nullptr, nullptr, 0.f, 1, nullptr);
             });
             const double gbs = double(nblocks) * ch * 4096 / (ms * 1e-3) / 1e9;
             std::printf("GEMV-pattern read, %2d KB blocks, %d CTAs/SM, %-11s: %.4f ms, %.0f GB/s (%.3f)\n", ch * 4,
@@ -161,18 +206,29 @@ int main(int argc, char **argv) {
 
     // The kernel chain of a step, as a CUDA graph, with and without programmatic dependent launch.
     {
-        auto launch = [&](bool pdl, size_t smem, auto kern, int grid, int threads, auto... args) {
+        // cluster > 1: thread-block clusters of that many CTAs (the split-K chains below).
+        auto launch_cl = [&](bool pdl, size_t smem, int cluster, auto kern, int grid, int threads, auto... args) {
             cudaLaunchConfig_t cfg = {};
             cfg.gridDim = dim3(unsigned(grid));
             cfg.blockDim = dim3(unsigned(threads));
             cfg.dynamicSmemBytes = smem;
             cfg.stream = st;
-            cudaLaunchAttribute attr[1];
-            attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            attr[0].val.programmaticStreamSerializationAllowed = 1;
+            cudaLaunchAttribute attr[2];
+            unsigned n = 0;
+            if (pdl) {
+                attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                attr[n++].val.programmaticStreamSerializationAllowed = 1;
+            }
+            if (cluster > 1) {
+                attr[n].id = cudaLaunchAttributeClusterDimension;
+                attr[n++].val.clusterDim = {unsigned(cluster), 1, 1};
+            }
             cfg.attrs = attr;
-            cfg.numAttrs = pdl ? 1 : 0;
+            cfg.numAttrs = n;
             CK(cudaLaunchKernelEx(&cfg, kern, args...));
+        };
+        auto launch = [&](bool pdl, size_t smem, auto kern, int grid, int threads, auto... args) {
+            launch_cl(pdl, smem, 1, kern, grid, threads, args...);
         };
         // pin: dynamic shared memory sized so that at most per_sm CTAs of any kernel of the chain fit
         // an SM, as the engine's GEMV fills an SM's registers with two; otherwise the registers
@@ -180,11 +236,14 @@ int main(int argc, char **argv) {
         // printed).
         struct ChainCfg {
             const char *what;
-            void (*kern)(const uint4 *, int64_t, int, unsigned long long *, const float *, float *, const float *);
-            void (*state)(float4 *, int64_t, const float *, float *);
+            void (*kern)(const uint4 *, int64_t, int, unsigned long long *, const float *, float *, const float *,
+                         unsigned *, float, int, unsigned long long *);
+            void (*state)(float4 *, int64_t, const float *, float *, unsigned long long *);
             int64_t blk;
             int per_sm;
             bool pdl, pin;
+            float skew = 0.f;    // the RANKED kernels' skew
+            bool trace = false;  // also print the chain's timeline, as bench_decode --trace does the engine's
         };
         const ChainCfg ccfgs[] = {
             {"32 KB blocks, 2 CTAs/SM, 1 block before the wait, PDL", stream_blocks<8, 1, false>, chain_state<false>,
@@ -209,7 +268,24 @@ int main(int argc, char **argv) {
             {"+ the CTA's sum per block, rows stored (work 2)", stream_blocks<8, 1, true, 2>, chain_state<true>, 32768,
              2, true, true},
             {"+ an RMSNorm prologue (work 3)", stream_blocks<8, 1, true, 3>, chain_state<true>, 32768, 2, true, true},
+            {"work 2, blocks by arrival, even shares", stream_blocks<8, 1, true, 2, true>, chain_state<true>, 32768, 2,
+             true, true, 0.f},
+            {"work 2, blocks by arrival, skew 0.25", stream_blocks<8, 1, true, 2, true>, chain_state<true>, 32768, 2,
+             true, true, 0.25f},
+            {"work 2, blocks by arrival, skew 0.5", stream_blocks<8, 1, true, 2, true>, chain_state<true>, 32768, 2,
+             true, true, 0.5f},
+            {"work 2, blocks by arrival, skew 0.75", stream_blocks<8, 1, true, 2, true>, chain_state<true>, 32768, 2,
+             true, true, 0.75f},
+            {"+ the CTA's sum per block, rows stored (work 2, again)", stream_blocks<8, 1, true, 2>, chain_state<true>,
+             32768, 2, true, true},
+            {"work 2, stamped (timeline below)", stream_blocks<8, 1, true, 2>, chain_state<true>, 32768, 2, true, true,
+             0.f, true},
         };
+        // One arrival counter per kernel of the chain (the RANKED kernels).
+        unsigned *tickets = m.alloc<unsigned>(256);
+        // Timeline stamps: kOpTraceSlots words per kernel of the chain (first / last CTA per phase).
+        constexpr int kChain = kLayers * 5 + 1;
+        unsigned long long *stamps = m.alloc<unsigned long long>(int64_t(kChain) * kOpTraceSlots);
         // Two buffers of the widest output (lm_head's rows); a kernel's input is the first 2048 floats
         // of the previous kernel's output.
         constexpr int64_t kVec = 32768;
@@ -223,6 +299,7 @@ int main(int argc, char **argv) {
             CK(cudaFuncSetAttribute(cc.state, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
             int fit = 0;
             CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, cc.kern, 256, pad));
+            CK(cudaMemset(tickets, 0, 256 * sizeof(unsigned)));
             int k = 0;  // kernels so far: the input vector alternates between the two halves of vec
             auto io = [&](const float *&in, float *&out) {
                 in = vec + (k & 1) * kVec;
@@ -234,7 +311,8 @@ int main(int argc, char **argv) {
                 float *out;
                 io(in, out);
                 launch(cc.pdl, pad, cc.kern, cc.per_sm * L.sms, 256, reinterpret_cast<const uint4 *>(w),
-                       rows * cols * 2 / cc.blk, 0, m.p.argmax, in, out, m.p.final_norm);
+                       rows * cols * 2 / cc.blk, 0, m.p.argmax, in, out, m.p.final_norm, tickets + k, cc.skew, 1,
+                       cc.trace ? stamps + (k - 1) * kOpTraceSlots : nullptr);
             };
             auto state = [&](int l) {
                 const float *in;
@@ -242,7 +320,8 @@ int main(int argc, char **argv) {
                 io(in, out);
                 const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
                 launch(cc.pdl, pad, cc.state, cc.per_sm * L.sms, 256,
-                       reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4, in, out);
+                       reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4, in, out,
+                       cc.trace ? stamps + (k - 1) * kOpTraceSlots : nullptr);
             };
             cudaGraph_t g;
             cudaGraphExec_t ge;
@@ -262,10 +341,130 @@ int main(int argc, char **argv) {
             std::printf("kernel chain of a step, no arithmetic (%d kernels, graph), %-56s [%d fit]: %.4f ms, %.1f "
                         "steps/s, %.3f of the ceiling\n",
                         kLayers * 5 + 1, cc.what, fit, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
+            if (cc.trace) print_chain_timeline(ge, st, stamps);
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+        }
+
+        // Split-K hand-offs (stream_splitk): the same chain with the data dependency, engine layout
+        // (32 KB blocks, 2 CTAs/SM pinned, one block before the wait, PDL), with down fused into
+        // gate_up's kernel (4 kernels per layer) and also o_proj into the recurrence's (3 per layer),
+        // each fused kernel ending with the reduction of its 2048 outputs named in the row.
+        using SplitKern = void (*)(const uint4 *, int64_t, float4 *, int64_t, const float *, float *, int, int);
+        struct SplitCfg {
+            const char *what;
+            // 5: the plain chain (reference row), -5: the same with o_proj and down run by the split-K
+            // kernel (its FMAs, no reduction), 4: gate_up + down fused, 3: and state + o_proj
+            int per_layer;
+            SplitKern kern;
+            int cluster;
+            int reps = 1;  // RED 1 and 4: copies of the output that the CTAs add into, the next kernel sums
+        };
+        const SplitCfg scfgs[] = {
+            {"5 per layer (the chain above, again)", 5, stream_splitk<0>, 1},
+            {"4 per layer, gate_up+down, fp32 atomics", 4, stream_splitk<1>, 1},
+            {"3 per layer, no reduction (structure alone)", 3, stream_splitk<0>, 1},
+            {"3 per layer, fp32 vector atomics", 3, stream_splitk<1>, 1},
+            {"3 per layer, fp32 vector atomics into 4 copies", 3, stream_splitk<1>, 1, 4},
+            {"3 per layer, fp32 vector atomics into 8 copies", 3, stream_splitk<1>, 1, 8},
+            {"3 per layer, fp32 vector atomics into 16 copies", 3, stream_splitk<1>, 1, 16},
+            {"3 per layer, bulk reductions (copy engine)", 3, stream_splitk<4>, 1},
+            {"3 per layer, bulk reductions into 4 copies", 3, stream_splitk<4>, 1, 4},
+            {"3 per layer, bulk reductions into 8 copies", 3, stream_splitk<4>, 1, 8},
+            {"3 per layer, int64 fixed-point atomics", 3, stream_splitk<2>, 1},
+            {"3 per layer, clusters of 4, DSMEM sum, fp32 atomics", 3, stream_splitk<3, 4>, 4},
+            {"3 per layer, clusters of 8, DSMEM sum, fp32 atomics", 3, stream_splitk<3, 8>, 8},
+            {"3 per layer, no reduction, loads only (no FMAs)", 3, stream_splitk<0, 1, false>, 1},
+            {"5 per layer, down and o_proj by the FMA kernel, no reduction", -5, stream_splitk<0>, 1},
+            {"5 per layer (again)", 5, stream_splitk<0>, 1},
+        };
+        const size_t pad = size_t(prop.sharedMemPerMultiprocessor) / 2 - 4096 - 8192;
+        auto plain = stream_blocks<8, 1, true>;
+        auto state_k = chain_state<true>;
+        CK(cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
+        CK(cudaFuncSetAttribute(state_k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
+        for (const SplitCfg &sc : scfgs) {
+            CK(cudaFuncSetAttribute(sc.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, int(pad)));
+            int fit = 0;
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, sc.kern, 256, pad));
+            int clusters = 0;
+            if (sc.cluster > 1) {
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3(unsigned(2 * L.sms));
+                cfg.blockDim = dim3(256);
+                cfg.dynamicSmemBytes = pad;
+                cudaLaunchAttribute attr[1];
+                attr[0].id = cudaLaunchAttributeClusterDimension;
+                attr[0].val.clusterDim = {unsigned(sc.cluster), 1, 1};
+                cfg.attrs = attr;
+                cfg.numAttrs = 1;
+                CK(cudaOccupancyMaxActiveClusters(&clusters, sc.kern, &cfg));
+            }
+            int k = 0, in_reps = 1;  // in_reps: copies in which the last kernel left its output
+            auto io = [&](const float *&in, float *&out) {
+                in = vec + (k & 1) * kVec;
+                out = vec + ((k + 1) & 1) * kVec;
+                ++k;
+            };
+            auto mat = [&](const uint16_t *w, int64_t elems) {
+                const float *in;
+                float *out;
+                io(in, out);
+                launch(true, pad, plain, 2 * L.sms, 256, reinterpret_cast<const uint4 *>(w), elems * 2 / 32768, 0,
+                       m.p.argmax, in, out, m.p.final_norm, static_cast<unsigned *>(nullptr), 0.f, in_reps,
+                       static_cast<unsigned long long *>(nullptr));
+                in_reps = 1;
+            };
+            const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
+            auto state_of = [&](int l) { return reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk); };
+            auto fused = [&](const uint16_t *w, int64_t elems, float4 *s) {
+                const float *in;
+                float *out;
+                io(in, out);
+                launch_cl(true, pad, sc.cluster, sc.kern, 2 * L.sms, 256, reinterpret_cast<const uint4 *>(w),
+                          elems * 2 / 32768, s, s ? n4 : int64_t(0), in, out, in_reps, sc.reps);
+                in_reps = sc.reps;
+            };
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            for (int l = 0; l < kLayers; ++l) {
+                const Layer &y = m.p.layers[l];
+                mat(y.in_proj, int64_t(kR) * kD);
+                if (sc.per_layer == 3) {
+                    fused(y.o_proj, int64_t(kD) * kVD, state_of(l));
+                } else {
+                    const float *in;
+                    float *out;
+                    io(in, out);
+                    launch(true, pad, state_k, 2 * L.sms, 256, state_of(l), n4, in, out,  // after in_proj: 1 copy
+                           static_cast<unsigned long long *>(nullptr));
+                    if (sc.per_layer == -5) fused(y.o_proj, int64_t(kD) * kVD, nullptr);
+                    else mat(y.o_proj, int64_t(kD) * kVD);
+                }
+                if (sc.per_layer == 5 || sc.per_layer == -5) {
+                    mat(y.gate_up, 2ll * kI * kD);
+                    if (sc.per_layer == -5) fused(y.down, int64_t(kD) * kI, nullptr);
+                    else mat(y.down, int64_t(kD) * kI);
+                } else {
+                    fused(y.gate_up, 2ll * kI * kD + int64_t(kD) * kI, nullptr);  // down follows gate_up in memory
+                }
+            }
+            mat(m.p.lm_head, int64_t(kVocab) * kD);
+            CK(cudaStreamEndCapture(st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            const double ms = time_ms(7, 10, true, [&] { CK(cudaGraphLaunch(ge, st)); });
+            std::printf("split-K chain (%3d kernels), %-52s [%d fit, %d clusters]: %.4f ms, %.1f steps/s, %.3f of the "
+                        "ceiling\n",
+                        kLayers * std::abs(sc.per_layer) + 1, sc.what, fit, clusters, ms, 1e3 / ms,
+                        m.step_bytes() / (ms * 1e-3) / ceiling);
             CK(cudaGraphExecDestroy(ge));
             CK(cudaGraphDestroy(g));
         }
     }
+
+    m.reset_state(seed);
+    CK(cudaDeviceSynchronize());
 
     // Check: the persistent step against the plain kernels, same state and token (the reference
     // runs on a copy of the state; the step then advances the real one).
