@@ -34,6 +34,7 @@
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
+#include "op_timeline.h"
 #endif
 
 using namespace specla;
@@ -456,19 +457,16 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
 // `reps` steps (kern::kOpTraceSlots).
 void trace_op_step(cuda::CudaBackend &b, int reps) {
     const ModelConfig &c = b.config();
-    const int L = c.num_layers, S = kern::kOpTraceSlots, P = kern::kOpTracePhases;
-    const size_t n = size_t(5 * L + 1) * size_t(S);
-    std::vector<unsigned long long> init(n), t(n);
-    for (size_t i = 0; i < n; ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
+    bench::OpTimeline tl(c.num_layers, 5);
+    const size_t n = tl.words();
+    const std::vector<unsigned long long> init = tl.initial();
+    std::vector<unsigned long long> t(n);
     unsigned long long *d = nullptr;
     ck(cudaMalloc(reinterpret_cast<void **>(&d), n * 8), "malloc trace");
     const CudaBackendOptions base = b.options();
     CudaBackendOptions o = base;
     o.fused_decode = false, o.use_graph = true, o.use_pdl = true, o.decode_trace = d;
     b.set_options(o);
-    std::vector<double> sum(size_t(5 * 2 * P), 0.0);
-    double period = 0, lm_end = 0;
-    int count = 0;
     {
         SessionLimits lim;
         lim.max_batch_tokens = 64;
@@ -481,32 +479,14 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
             ck(cudaMemcpy(d, init.data(), n * 8, cudaMemcpyHostToDevice), "reset trace");
             b.time_decode_steps(*s, 5, 1);
             ck(cudaMemcpy(t.data(), d, n * 8, cudaMemcpyDeviceToHost), "copy trace");
-            for (int l = 4; l < L - 4; ++l) {
-                const double t0 = double(t[size_t(5 * l) * S]);
-                for (int k = 0; k < 5; ++k)
-                    for (int j = 0; j < 2 * P; ++j) sum[size_t(k * 2 * P + j)] += double(t[size_t(5 * l + k) * S + j]) - t0;
-                period += double(t[size_t(5 * (l + 1)) * S]) - t0;
-                ++count;
-            }
-            const size_t lm = size_t(5 * L) * S;  // lm_head: first entry to last exit (phase P - 1's max)
-            lm_end += double(t[lm + size_t(2 * (P - 1) + 1)]) - double(t[lm]);
+            tl.add(t);
         }
     }
     b.set_options(base);
     cudaFree(d);
     const char *kernels[5] = {"in_proj", "recurrent", "o_proj", "gate_up", "down"};
-    std::printf("\n== kernel-per-op step timeline (us from the layer's first in_proj entry; first / last CTA;\n"
-                "   mean over layers 4..%d of %d steps)\n", L - 5, reps);
-    std::printf("  %-10s %15s %15s %15s %15s\n", "kernel", "entry", "past wait", "input ready", "exit");
-    for (int k = 0; k < 5; ++k) {
-        std::printf("  %-10s", kernels[k]);
-        for (int ph = 0; ph < P; ++ph)
-            std::printf("   %5.2f / %5.2f", sum[size_t(k * 2 * P + 2 * ph)] / count / 1e3,
-                        sum[size_t(k * 2 * P + 2 * ph + 1)] / count / 1e3);
-        std::printf("\n");
-    }
-    std::printf("  layer period %.2f us; lm_head first entry to last exit %.2f us\n", period / count / 1e3,
-                lm_end / reps / 1e3);
+    std::printf("\n");
+    tl.print("== kernel-per-op step timeline", kernels, "lm_head");
 }
 
 // Where a persistent step spends its time: per phase boundary, the offset from the layer's first

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "op_timeline.h"
 #include "step_floor/model.cuh"
 #include "step_floor/persistent_step.cuh"
 #include "step_floor/reference.cuh"
@@ -55,45 +56,22 @@ double median(std::vector<double> v) {
     return v[v.size() / 2];
 }
 
-// The stamped chain's timeline in bench_decode --trace's terms: per kernel of a layer, us from the
-// layer's first in_proj entry to entry, past the wait, input ready and exit (first / last CTA), mean
-// over layers 4..19 of 9 replays; the layer period; lm_head from first entry to last exit.
+// The stamped chain's timeline in bench_decode --trace's terms (bench/op_timeline.h), over 9
+// replays.
 void print_chain_timeline(cudaGraphExec_t ge, cudaStream_t st, unsigned long long *stamps) {
-    constexpr int S = kOpTraceSlots, P = kOpTracePhases, kChain = kLayers * 5 + 1, reps = 9;
-    const size_t n = size_t(kChain) * S;
-    std::vector<unsigned long long> init(n), t(n);
-    for (size_t i = 0; i < n; ++i) init[i] = i % 2 == 0 ? ~0ull : 0ull;
-    std::vector<double> sum(size_t(5 * 2 * P), 0.0);
-    double period = 0, lm = 0;
-    int count = 0;
-    for (int r = 0; r < reps; ++r) {
+    bench::OpTimeline tl(kLayers, 5);
+    const size_t n = tl.words();
+    const std::vector<unsigned long long> init = tl.initial();
+    std::vector<unsigned long long> t(n);
+    for (int r = 0; r < 9; ++r) {
         CK(cudaMemcpy(stamps, init.data(), n * 8, cudaMemcpyHostToDevice));
         CK(cudaGraphLaunch(ge, st));
         CK(cudaStreamSynchronize(st));
         CK(cudaMemcpy(t.data(), stamps, n * 8, cudaMemcpyDeviceToHost));
-        for (int l = 4; l < kLayers - 4; ++l) {
-            const double t0 = double(t[size_t(5 * l) * S]);
-            for (int k = 0; k < 5; ++k)
-                for (int j = 0; j < 2 * P; ++j) sum[size_t(k * 2 * P + j)] += double(t[size_t(5 * l + k) * S + j]) - t0;
-            period += double(t[size_t(5 * (l + 1)) * S]) - t0;
-            ++count;
-        }
-        const size_t h = size_t(5 * kLayers) * S;
-        lm += double(t[h + size_t(2 * (P - 1) + 1)]) - double(t[h]);
+        tl.add(t);
     }
     const char *kernels[5] = {"in_proj", "state", "o_proj", "gate_up", "down"};
-    std::printf("  chain timeline (us from the layer's first in_proj entry; first / last CTA; layers 4..%d, %d "
-                "replays)\n", kLayers - 5, reps);
-    std::printf("  %-10s %15s %15s %15s %15s\n", "kernel", "entry", "past wait", "input ready", "exit");
-    for (int k = 0; k < 5; ++k) {
-        std::printf("  %-10s", kernels[k]);
-        for (int ph = 0; ph < P; ++ph)
-            std::printf("   %5.2f / %5.2f", sum[size_t(k * 2 * P + 2 * ph)] / count / 1e3,
-                        sum[size_t(k * 2 * P + 2 * ph + 1)] / count / 1e3);
-        std::printf("\n");
-    }
-    std::printf("  layer period %.2f us; lm_head first entry to last exit %.2f us\n", period / count / 1e3,
-                lm / reps / 1e3);
+    tl.print("  chain timeline", kernels, "lm_head");
 }
 
 }  // namespace
