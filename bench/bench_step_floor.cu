@@ -269,6 +269,27 @@ int main(int argc, char **argv) {
         constexpr int64_t kVec = 32768;
         float *vec = m.alloc<float>(2 * kVec);
         CK(cudaMemset(vec, 0, 2 * kVec * sizeof(float)));
+        // The k-th kernel of a chain reads half k % 2 of vec and writes the other half.
+        auto vec_io = [&](int &k, const float *&in, float *&out) {
+            in = vec + (k & 1) * kVec;
+            out = vec + ((k + 1) & 1) * kVec;
+            ++k;
+        };
+        // A chain as one CUDA graph: `enqueue` launches its kernels (captured), the replays are
+        // timed (ms per step), `inspect` gets the instantiated graph before it is destroyed.
+        auto time_chain = [&](auto &&enqueue, auto &&inspect) {
+            cudaGraph_t g;
+            cudaGraphExec_t ge;
+            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+            enqueue();
+            CK(cudaStreamEndCapture(st, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            const double ms = time_ms(7, 10, true, [&] { CK(cudaGraphLaunch(ge, st)); });
+            inspect(ge);
+            CK(cudaGraphExecDestroy(ge));
+            CK(cudaGraphDestroy(g));
+            return ms;
+        };
         for (const ChainCfg &cc : ccfgs) {
             // Per CTA: an SM's shared memory split per_sm ways, less the 1 KB the system reserves per
             // CTA and a margin; per_sm + 1 CTAs do not fit.
@@ -278,12 +299,8 @@ int main(int argc, char **argv) {
             int fit = 0;
             CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, cc.kern, 256, pad));
             CK(cudaMemset(tickets, 0, 256 * sizeof(unsigned)));
-            int k = 0;  // kernels so far: the input vector alternates between the two halves of vec
-            auto io = [&](const float *&in, float *&out) {
-                in = vec + (k & 1) * kVec;
-                out = vec + ((k + 1) & 1) * kVec;
-                ++k;
-            };
+            int k = 0;  // kernels so far
+            auto io = [&](const float *&in, float *&out) { vec_io(k, in, out); };
             auto mat = [&](const uint16_t *w, int64_t rows, int64_t cols) {
                 const float *in;
                 float *out;
@@ -301,27 +318,24 @@ int main(int argc, char **argv) {
                        reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk), n4, in, out,
                        cc.trace ? stamps + (k - 1) * kOpTraceSlots : nullptr);
             };
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            for (int l = 0; l < kLayers; ++l) {
-                const Layer &y = m.p.layers[l];
-                mat(y.in_proj, kR, kD);
-                state(l);
-                mat(y.o_proj, kD, kVD);
-                mat(y.gate_up, 2 * kI, kD);
-                mat(y.down, kD, kI);
-            }
-            mat(m.p.lm_head, kVocab, kD);
-            CK(cudaStreamEndCapture(st, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
-            const double ms = time_ms(7, 10, true, [&] { CK(cudaGraphLaunch(ge, st)); });
+            const double ms = time_chain(
+                [&] {
+                    for (int l = 0; l < kLayers; ++l) {
+                        const Layer &y = m.p.layers[l];
+                        mat(y.in_proj, kR, kD);
+                        state(l);
+                        mat(y.o_proj, kD, kVD);
+                        mat(y.gate_up, 2 * kI, kD);
+                        mat(y.down, kD, kI);
+                    }
+                    mat(m.p.lm_head, kVocab, kD);
+                },
+                [&](cudaGraphExec_t ge) {
+                    if (cc.trace) print_chain_timeline(ge, st, stamps);
+                });
             std::printf("kernel chain of a step, no arithmetic (%d kernels, graph), %-56s [%d fit]: %.4f ms, %.1f "
                         "steps/s, %.3f of the ceiling\n",
                         kLayers * 5 + 1, cc.what, fit, ms, 1e3 / ms, m.step_bytes() / (ms * 1e-3) / ceiling);
-            if (cc.trace) print_chain_timeline(ge, st, stamps);
-            CK(cudaGraphExecDestroy(ge));
-            CK(cudaGraphDestroy(g));
         }
 
         // Split-K hand-offs (stream_splitk): the same chain with the data dependency, engine layout
@@ -379,11 +393,7 @@ int main(int argc, char **argv) {
                 CK(cudaOccupancyMaxActiveClusters(&clusters, sc.kern, &cfg));
             }
             int k = 0, in_reps = 1;  // in_reps: copies in which the last kernel left its output
-            auto io = [&](const float *&in, float *&out) {
-                in = vec + (k & 1) * kVec;
-                out = vec + ((k + 1) & 1) * kVec;
-                ++k;
-            };
+            auto io = [&](const float *&in, float *&out) { vec_io(k, in, out); };
             auto mat = [&](const uint16_t *w, int64_t elems) {
                 const float *in;
                 float *out;
@@ -394,7 +404,9 @@ int main(int argc, char **argv) {
                 in_reps = 1;
             };
             const int64_t n4 = int64_t(kHeads) * kDv * kDk / 4;
-            auto state_of = [&](int l) { return reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk); };
+            auto state_of = [&](int l) {
+                return reinterpret_cast<float4 *>(m.p.state + int64_t(l) * kHeads * kDv * kDk);
+            };
             auto fused = [&](const uint16_t *w, int64_t elems, float4 *s) {
                 const float *in;
                 float *out;
@@ -403,41 +415,39 @@ int main(int argc, char **argv) {
                           elems * 2 / 32768, s, s ? n4 : int64_t(0), in, out, in_reps, sc.reps);
                 in_reps = sc.reps;
             };
-            cudaGraph_t g;
-            cudaGraphExec_t ge;
-            CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-            for (int l = 0; l < kLayers; ++l) {
-                const Layer &y = m.p.layers[l];
-                mat(y.in_proj, int64_t(kR) * kD);
-                if (sc.per_layer == 3) {
-                    fused(y.o_proj, int64_t(kD) * kVD, state_of(l));
-                } else {
-                    const float *in;
-                    float *out;
-                    io(in, out);
-                    launch(true, pad, state_k, 2 * L.sms, 256, state_of(l), n4, in, out,  // after in_proj: 1 copy
-                           static_cast<unsigned long long *>(nullptr));
-                    if (sc.per_layer == -5) fused(y.o_proj, int64_t(kD) * kVD, nullptr);
-                    else mat(y.o_proj, int64_t(kD) * kVD);
-                }
-                if (sc.per_layer == 5 || sc.per_layer == -5) {
-                    mat(y.gate_up, 2ll * kI * kD);
-                    if (sc.per_layer == -5) fused(y.down, int64_t(kD) * kI, nullptr);
-                    else mat(y.down, int64_t(kD) * kI);
-                } else {
-                    fused(y.gate_up, 2ll * kI * kD + int64_t(kD) * kI, nullptr);  // down follows gate_up in memory
-                }
-            }
-            mat(m.p.lm_head, int64_t(kVocab) * kD);
-            CK(cudaStreamEndCapture(st, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
-            const double ms = time_ms(7, 10, true, [&] { CK(cudaGraphLaunch(ge, st)); });
+            const double ms = time_chain(
+                [&] {
+                    for (int l = 0; l < kLayers; ++l) {
+                        const Layer &y = m.p.layers[l];
+                        mat(y.in_proj, int64_t(kR) * kD);
+                        if (sc.per_layer == 3) {
+                            fused(y.o_proj, int64_t(kD) * kVD, state_of(l));
+                        } else {
+                            const float *in;
+                            float *out;
+                            io(in, out);
+                            // after in_proj: its output is one copy
+                            launch(true, pad, state_k, 2 * L.sms, 256, state_of(l), n4, in, out,
+                                   static_cast<unsigned long long *>(nullptr));
+                            if (sc.per_layer == -5) fused(y.o_proj, int64_t(kD) * kVD, nullptr);
+                            else mat(y.o_proj, int64_t(kD) * kVD);
+                        }
+                        if (sc.per_layer == 5 || sc.per_layer == -5) {
+                            mat(y.gate_up, 2ll * kI * kD);
+                            if (sc.per_layer == -5) fused(y.down, int64_t(kD) * kI, nullptr);
+                            else mat(y.down, int64_t(kD) * kI);
+                        } else {
+                            // down follows gate_up in memory
+                            fused(y.gate_up, 2ll * kI * kD + int64_t(kD) * kI, nullptr);
+                        }
+                    }
+                    mat(m.p.lm_head, int64_t(kVocab) * kD);
+                },
+                [](cudaGraphExec_t) {});
             std::printf("split-K chain (%3d kernels), %-52s [%d fit, %d clusters]: %.4f ms, %.1f steps/s, %.3f of the "
                         "ceiling\n",
                         kLayers * std::abs(sc.per_layer) + 1, sc.what, fit, clusters, ms, 1e3 / ms,
                         m.step_bytes() / (ms * 1e-3) / ceiling);
-            CK(cudaGraphExecDestroy(ge));
-            CK(cudaGraphDestroy(g));
         }
     }
 
