@@ -30,11 +30,11 @@
 // barrier ~2.5 us, down rows ~10.5 us (shared-memory input vector), barrier ~2.5 us. The finer
 // trace shows each activation read through L2 taking 3-4 us in this kernel (recurrent inputs,
 // gated-norm inputs), and ~3 us to build the gated-norm vector in registers. The per-op path's
-// timeline (bench/RESULTS.md) shows the same effect there: an L2 round trip costs ~1.2 us while
-// the weights stream, so every dependent read after a barrier is on the critical path. Next: the
-// per-op path's fixes (parameters read before the barrier, the gate computed once), fewer
-// barriers (o_proj split by head with a deterministic second-stage sum), the down rows from
-// registers, and two rows per warp.
+// timeline (bench/journal/2026-11-30-per-op-operands-off-critical-path.md) shows the same effect
+// there: an L2 round trip costs ~1.2 us while the weights stream, so every dependent read after a
+// barrier is on the critical path. Next: the per-op path's fixes (parameters read before the
+// barrier, the gate computed once), fewer barriers (o_proj split by head with a deterministic
+// second-stage sum), the down rows from registers, and two rows per warp.
 #pragma once
 
 #include "launch_common.cuh"

@@ -44,7 +44,8 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
 // L2 policies of a decoding step: the ~3 GB of weights stream through the L2 (60 MB on the
 // H200) once per step (evict-first); what every step reads again stays (evict-last): the small
 // operands, and the recurrent state where a sequence's state fits in L2 (gdn_recurrent.cu).
-// Measured on the H200 (same-run comparisons in bench/RESULTS.md, 2026-11-30), GDN-1.3B step:
+// Measured on the H200 (same-run comparisons in bench/journal/2026-11-30-small-operands-evict-last.md
+// and bench/journal/2026-11-30-recurrent-state-in-l2.md), GDN-1.3B step:
 // small operands evict-last 1.0690 -> 1.0495 ms (as fast as with no norm weights at all: they no
 // longer come from HBM behind the previous kernel's weight stream at the start of every GEMV); the
 // state evict-last and the weights evict-first 1.0444 -> 1.0302 ms (the weights evict-first

@@ -31,7 +31,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
     // The tile is written only by this layer's kernel of an earlier pass: prefetch before the wait.
     float S[KPT];
     // One load / store form with the policy chosen here (a branch between an evict-last load and a
-    // plain one measured no faster than plain loads; bench RESULTS 2026-11-30).
+    // plain one measured no faster than plain loads; bench/journal/2026-11-30-recurrent-state-in-l2.md).
     const uint64_t state_policy = p.l2_keep_state ? l2_evict_last_policy() : l2_evict_normal_policy();
     float *Srow = p.state + (int64_t(hv) * V + (col_ok ? j : 0)) * K;
 #pragma unroll

@@ -157,9 +157,10 @@ __device__ __forceinline__ void gemv_prologue_x(GemvPrologue pro, const float *x
     const int nch = int(cols >> 3);
     const bool gated = pro == GemvPrologue::HeadNorm && use_gate;
     // 16-byte loads where the vectors allow them: the input vector is on every kernel's critical
-    // path (GDN-1.3B step 1.1032 against 1.1205 ms with eight scalar loads per chunk, bench
-    // RESULTS 2026-11-30). A chunk starts 32 bytes after the previous one, so the base decides;
-    // z may sit at any float offset of the in_proj output (after 2 H K q/k columns).
+    // path (GDN-1.3B step 1.1032 against 1.1205 ms with eight scalar loads per chunk,
+    // bench/journal/2026-11-30-gemv-load-instructions.md). A chunk starts 32 bytes after the
+    // previous one, so the base decides; z may sit at any float offset of the in_proj output
+    // (after 2 H K q/k columns).
     const bool x_vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
     const bool z_vec = (reinterpret_cast<uintptr_t>(z) & 15) == 0;
     float zr[CPT][8];

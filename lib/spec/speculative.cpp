@@ -76,10 +76,11 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
 
         // Nothing drafted: the pass is a plain decoding step of the pending token, through the
         // backend's decoding path (on the GPU a captured graph; prompt lookup on gdn-pycode-22m,
-        // H200: 0.84-0.90x -> 0.95-1.05x plain decoding, bench RESULTS 2026-11-30), giving the
-        // same token: greedy, the same logits (bitwise on the GPU, where verified rows equal
-        // decoding steps); sampled, a draw from the target's own distribution, which is what
-        // acceptance of an empty draft draws from.
+        // H200: 0.84-0.90x -> 0.95-1.05x plain decoding,
+        // bench/journal/2026-11-30-empty-draft-as-decode-step.md), giving the same token: greedy,
+        // the same logits (bitwise on the GPU, where verified rows equal decoding steps); sampled,
+        // a draw from the target's own distribution, which is what acceptance of an empty draft
+        // draws from.
         const bool plain_step = tree.size() == 0 && session.has_pending();
         AcceptResult acc;
         std::vector<int32_t> emit;

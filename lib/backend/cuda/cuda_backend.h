@@ -222,9 +222,10 @@ private:
     CudaBackendOptions options_;
     int32_t sm_count_ = 1;
     // The decoding step reads and writes a sequence's recurrent state through an L2 evict-last
-    // policy (the weights stream evict-first) where the whole state fits in L2: it then stays
-    // there from one step to the next. GDN-1.3B (48 MiB) on the H200: 1.0444 -> 1.0302 ms per
-    // step; keeping only the first 6 or 12 layers: 1.0422 / 1.0427 (bench RESULTS 2026-11-30).
+    // policy (the weights stream evict-first) where the whole state fits in L2: it then stays there
+    // from one step to the next. GDN-1.3B (48 MiB) on the H200: 1.0444 -> 1.0302 ms per step;
+    // keeping only the first 6 or 12 layers: 1.0422 / 1.0427
+    // (bench/journal/2026-11-30-recurrent-state-in-l2.md).
     bool keep_state_in_l2_ = false;
     std::unique_ptr<cuda::DeviceWeights> weights_;
     std::shared_ptr<Arena> arena_;
