@@ -174,6 +174,12 @@ def tokenizer_seeds():
         "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}, decoder={
         "type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True})))
     write("tokenizer", "sentencepiece_fallback", tokenizer_input(tiny_sentencepiece(), flags=1 | 2 | 4))
+    # A regex whose matches end inside a character when "." becomes "\\C" (a dictionary entry): the
+    # pieces that follow then start mid-character, which every later stage must survive.
+    long_words = "abcdefghijklmnopqrstuvwxyz\u20ac 0123456789abcdefghijklmnop\U0001F600 x\u00e9"
+    write("tokenizer", "split_long_pieces", tokenizer_input(dict(tiny_sentencepiece(), normalizer=None, pre_tokenizer={
+        "type": "Sequence", "pretokenizers": [{"type": "Split", "pattern": {"Regex": "[a-z0-9]+."}, "behavior": "Isolated",
+                                               "invert": False}, {"type": "Whitespace"}, {"type": "Digits"}]}), text=long_words))
     # A real tokenizer of the fixtures, unchanged.
     real = (FIXTURES / "tokenizer" / "variants" / "bytelevel_split" / "tokenizer.json").read_bytes()
     write("tokenizer", "fixture_bytelevel_split", tokenizer_input(real))
