@@ -8,6 +8,12 @@
 #   (e) the installed header compiles as C99 -pedantic and as C++;
 #   (f) the Java and C# bindings, where they were built, compile their samples against the
 #       installed jar / assembly and run them on the shipped model.
+#   (g) the installed specla program runs from the prefix with a clean environment (no
+#       LD_LIBRARY_PATH: its run path finds the library) and generates; LICENSE and NOTICE are
+#       installed.
+#   (h) x86-64: the library runs on any x86-64 CPU: no AVX instruction outside the kernels'
+#       x86-64-v3 clones (which run only where the CPU has them), and the installed program
+#       generates the same tokens under qemu emulating a CPU without AVX (where qemu is found).
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG]
 set -euo pipefail
 
@@ -149,6 +155,56 @@ if [[ -f "$DLL" && -n "$MCS" ]] && command -v mono >/dev/null; then
     echo "C#: sample ran from $DLL"
 else
     echo "C#: not installed by this build or no C# compiler and mono here; skipped"
+fi
+
+# ---- (g) the installed program and the licence ----------------------------------------------------
+step "(g) the installed specla program runs from the prefix; LICENSE is installed"
+for f in LICENSE NOTICE; do
+    cmp -s "$SRC/$f" "$PREFIX/share/doc/specla/$f" || die "share/doc/specla/$f is missing or differs from $f"
+done
+if [[ -x "$BUILD/samples/specla" ]]; then
+    CLI="$PREFIX/bin/specla"
+    [[ -x "$CLI" ]] || die "the build has the specla program but the prefix has no bin/specla"
+    # A clean environment: nothing tells the loader where the prefix is.
+    OUT=$(env -i PATH=/usr/bin:/bin "$CLI" generate --model "$MODEL" --tokens 1,2,3 --max-tokens 5 --quiet 2>&1) \
+        || die "the installed specla program does not run from its prefix: $OUT"
+    [[ "$OUT" =~ ^[0-9]+(,[0-9]+){4}$ ]] || die "the installed specla program did not print 5 token ids: '$OUT'"
+    RESOLVED=$(env -i PATH=/usr/bin:/bin ldd "$CLI" | awk '$1 == "libspecla.so.0" { print $3 }')
+    [[ -n "$RESOLVED" && "$(readlink -f "$RESOLVED")" == "$(readlink -f "$LIBDIR/libspecla.so.0")" ]] \
+        || die "the installed specla program resolves libspecla.so.0 to '$RESOLVED', not the prefix's"
+    echo "bin/specla: $OUT"
+else
+    echo "specla program: not built (SPECLA_BUILD_SAMPLES=OFF); skipped"
+fi
+
+# ---- (h) no AVX outside the dispatched kernels ---------------------------------------------------
+step "(h) x86-64: AVX instructions only in the kernels' x86-64-v3 clones"
+if objdump -f "$LIB" | grep -q 'architecture: i386:x86-64'; then
+    # Functions (by symbol) with a VEX/EVEX instruction or a ymm/zmm register, except the clones
+    # that target_clones names *.arch_x86_64_v3 (GCC) or *.arch_x86-64-v3.N (Clang).
+    AVX_FNS=$(objdump -d --no-show-raw-insn "$LIB" | awk '
+        /^[0-9a-f]+ <.*>:$/ { fn = $2; next }
+        fn ~ /\.arch_x86[-_]64[-_]v3/ { next }
+        /:\tv[a-z0-9]+[ \t].*%[xyz]mm/ || /%[yz]mm/ { bad[fn]++ }
+        END { for (f in bad) print bad[f], f }')
+    [[ -z "$AVX_FNS" ]] \
+        || die "AVX code outside the dispatched kernels (SIGILL on CPUs without AVX): $(head -n 10 <<<"$AVX_FNS" | tr '\n' ' ')"
+    CLONES=$(objdump -d --no-show-raw-insn "$LIB" | grep -cE '^[0-9a-f]+ <.*\.arch_x86[-_]64[-_]v3[^>]*>:$' || true)
+    [[ "$CLONES" -gt 0 ]] || die "no x86-64-v3 kernel clones in the library (the AVX2 path is gone)"
+    echo "no AVX outside $CLONES x86-64-v3 kernel clones"
+    QEMU=$(command -v qemu-x86_64-static || command -v qemu-x86_64 || true)
+    if [[ -n "$QEMU" && -x "$PREFIX/bin/specla" ]]; then
+        NATIVE=$(env -i PATH=/usr/bin:/bin "$PREFIX/bin/specla" generate --model "$MODEL" --tokens 1,2,3 --max-tokens 5 --quiet)
+        OLD_CPU=$(env -i PATH=/usr/bin:/bin "$QEMU" -cpu Nehalem "$PREFIX/bin/specla" generate --model "$MODEL" \
+                  --tokens 1,2,3 --max-tokens 5 --quiet 2>&1) \
+            || die "the installed program fails on a CPU without AVX (qemu -cpu Nehalem): $OLD_CPU"
+        [[ "$OLD_CPU" == "$NATIVE" ]] || die "without AVX the program generates '$OLD_CPU', natively '$NATIVE'"
+        echo "qemu -cpu Nehalem: $OLD_CPU (as natively)"
+    else
+        echo "qemu-x86_64 or the specla program not found; the run on a CPU without AVX is skipped"
+    fi
+else
+    echo "not an x86-64 library; skipped"
 fi
 
 echo "install test: all checks passed"

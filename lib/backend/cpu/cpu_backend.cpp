@@ -25,7 +25,14 @@ struct CpuBackend::Pass {
 
 CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t n_threads)
     : config_(config), weights_(std::move(weights)),
-      n_threads_(n_threads > 0 ? n_threads : std::max(1, int(std::thread::hardware_concurrency()))) {}
+      n_threads_(n_threads > 0 ? n_threads : std::max(1, int(std::thread::hardware_concurrency()))) {
+    // The products read BF16 weights in packed blocks (cpu_ops.h); embeddings too, as they may be
+    // the output head, and their rows are gathered through packed_row_to_f32.
+    cpu::pack_bf16_blocks(weights_.embeddings);
+    cpu::pack_bf16_blocks(weights_.lm_head);
+    for (LayerWeights &L : weights_.layers)
+        for (Matrix *m : {&L.in_proj, &L.o_proj, &L.gate_up, &L.down}) cpu::pack_bf16_blocks(*m);
+}
 
 std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &limits) {
     const ModelConfig &c = config_;
@@ -262,7 +269,7 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
     Pass pass;
     pass.n = n;
     st.verified = false;  // the state moves on: earlier verification results no longer apply
-    for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
+    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + t * config_.hidden_size);
     forward(st, pass, rows, logits);
 }
 
@@ -285,7 +292,7 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.verify = true;
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
     if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
-    for (int32_t t = 0; t < n; ++t) weights_.embeddings.row_to_f32(tokens[t], st.h.data() + t * config_.hidden_size);
+    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + t * config_.hidden_size);
     const size_t vocab = size_t(config_.vocab_size);
     float *logits = out.logits;
     if (!logits) {

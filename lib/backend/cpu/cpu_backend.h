@@ -65,6 +65,8 @@ public:
     void copy_state(SequenceState &from, SequenceState &to) override;
     SessionMemory session_memory(const SequenceState &state) const override;
 
+    // BF16 matrices in linear()'s packed order (cpu::pack_bf16_blocks): read rows with
+    // cpu::packed_row_to_f32, not Matrix::row_to_f32.
     const ModelWeights &weights() const { return weights_; }
     int32_t n_threads() const { return n_threads_; }
 
@@ -80,7 +82,7 @@ private:
                            const int32_t *order, int32_t n) const;
 
     ModelConfig config_;
-    ModelWeights weights_;
+    ModelWeights weights_;  // BF16 matrices packed (see weights())
     int32_t n_threads_;
 };
 

@@ -3,11 +3,12 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_simd.h"
 
 namespace specla {
 namespace cpu {
 
-void gdn_step(float *S, int K, int V, const float *q, const float *k, const float *v, float beta, float g,
+SPECLA_CPU_KERNEL void gdn_step(float *S, int K, int V, const float *q, const float *k, const float *v, float beta, float g,
               float *o, float *u_out) {
     const float decay = std::exp(g);
     // Pass 1: decay the state and form S^T k in the same sweep over its rows.
@@ -41,7 +42,7 @@ void gdn_step(float *S, int K, int V, const float *q, const float *k, const floa
     if (acc != kv) delete[] acc;
 }
 
-void gdn_apply_factor(float *S, int K, int V, const float *k, const float *u, float g) {
+SPECLA_CPU_KERNEL void gdn_apply_factor(float *S, int K, int V, const float *k, const float *u, float g) {
     const float decay = std::exp(g);
     for (int i = 0; i < K; ++i) {
         float *row = S + size_t(i) * V;

@@ -6,6 +6,7 @@
 
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_simd.h"
 
 namespace specla {
 namespace cpu {
@@ -67,7 +68,7 @@ size_t wy_scratch_floats(int32_t n, int32_t K, int32_t V) {
     return size_t(n) + size_t(n) * (size_t(K) + V) + size_t(V);
 }
 
-void tree_recurrence_wy(const float *S, const HeadInputs &in, const HeadOutputs &out, float *scratch) {
+SPECLA_CPU_KERNEL void tree_recurrence_wy(const float *S, const HeadInputs &in, const HeadOutputs &out, float *scratch) {
     const int32_t n = in.n, K = in.K, V = in.V;
     // The ancestor mask is implicit: every sum below walks the parent links of its node.
     float *gam = scratch;                      // cumulative log decay along each node's path
