@@ -116,7 +116,7 @@ void check_derived_sizes(const ModelConfig &c, const Fields &f) {
     f.derived_within(R, "fused input projection rows", dim, "SPECLA_LIMIT_MODEL_DIM");
     f.derived_within(2 * I, "fused gate/up projection rows (2 x intermediate_size)", dim, "SPECLA_LIMIT_MODEL_DIM");
 
-    // From here every width is below 2^20 and L below 2^13: the products stay far below 2^63.
+    // From here every width is at most 2^18 and L at most 2^12: the products stay far below 2^63.
     const int64_t state_floats = L * (HV * K * V + (c.use_short_conv ? (W - 1) * CC : 0));
     f.derived_within(state_floats * 4, "recurrent state and conv cache per sequence (bytes)",
                      int64_t(SPECLA_LIMIT_SESSION_STATE_BYTES), "SPECLA_LIMIT_SESSION_STATE_BYTES");
