@@ -59,6 +59,29 @@ SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch);
 SPECLA_API bool specla_has_cuda(void);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Limits                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Largest JSON file read: config.json, tokenizer.json, its side files, the shard index. */
+#define SPECLA_LIMIT_JSON_FILE_BYTES (64u * 1024u * 1024u)
+/* Largest safetensors header: the format's own limit (as in the reference implementation). */
+#define SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES 100000000u
+/* Largest vocab_size of a model's config.json. */
+#define SPECLA_LIMIT_MODEL_VOCAB (1 << 24)
+/* Largest num_hidden_layers. */
+#define SPECLA_LIMIT_MODEL_LAYERS 4096
+/* Largest size of one dimension: hidden_size, intermediate_size, head sizes, and every width
+ * derived from them (heads x head size, conv channels, fused projection rows, 2 x intermediate). */
+#define SPECLA_LIMIT_MODEL_DIM (1 << 18)
+/* Largest conv_size (short convolution taps). */
+#define SPECLA_LIMIT_MODEL_CONV_SIZE 64
+/* Largest recurrent state plus conv cache of one sequence, all layers, in fp32 bytes. */
+#define SPECLA_LIMIT_SESSION_STATE_BYTES ((uint64_t)8 << 30)
+/* Largest working memory one token of a batch or draft tree needs (its activations plus the
+ * per-layer factors kept for verification), in fp32 bytes. */
+#define SPECLA_LIMIT_SESSION_TOKEN_BYTES ((uint64_t)256 << 20)
+
+/* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 

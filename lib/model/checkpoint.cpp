@@ -4,11 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "util/error.h"
+#include "util/file_read.h"
 
 namespace specla {
 namespace {
@@ -16,10 +15,6 @@ namespace {
 bool is_dir(const std::string &p) {
     struct stat st {};
     return stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-bool is_file(const std::string &p) {
-    struct stat st {};
-    return stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 }  // namespace
@@ -30,19 +25,18 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &folder) {
     std::unique_ptr<Checkpoint> ck(new Checkpoint());
     ck->folder_ = folder;
     const std::string config_path = folder + "/config.json";
-    require(is_file(config_path), SPECLA_ERR_IO, "model folder '", folder, "' has no config.json");
+    require(path_exists(config_path), SPECLA_ERR_IO, "model folder '", folder, "' has no config.json");
     ck->config_ = ModelConfig::from_file(config_path);
 
     const std::string single = folder + "/model.safetensors";
     const std::string index_path = folder + "/model.safetensors.index.json";
     std::vector<std::string> shards;
-    if (is_file(single)) {
+    // Whatever is there is used (and refused if it is not a regular file), so that a named pipe
+    // or a folder in its place is reported as such rather than as missing.
+    if (path_exists(single)) {
         shards.push_back("model.safetensors");
-    } else if (is_file(index_path)) {
-        std::ifstream in(index_path, std::ios::binary);
-        std::stringstream ss;
-        ss << in.rdbuf();
-        nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    } else if (path_exists(index_path)) {
+        nlohmann::json j = nlohmann::json::parse(read_json_file(index_path), nullptr, false);
         require(!j.is_discarded() && j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(),
                 SPECLA_ERR_FORMAT, index_path, " is not a valid index (needs a 'weight_map' object)");
         std::set<std::string> names;

@@ -2,16 +2,22 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <limits>
 
 #include "util/error.h"
+#include "util/file_read.h"
 
 namespace specla {
 namespace {
 
 using json = nlohmann::json;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+// Integer values are saturated here before any range check, so that no conversion of a hostile
+// value (1e300, 2^64 - 1) is undefined; messages print the JSON text, not the saturated value.
+constexpr int64_t kSaturate = int64_t(1) << 53;
 
 // Field accessors that name the field and the file in every error.
 struct Fields {
@@ -19,51 +25,110 @@ struct Fields {
     const std::string &origin;
 
     bool present(const char *key) const { return j.contains(key) && !j.at(key).is_null(); }
-
-    int64_t integer(const char *key) const {
+    const json &required(const char *key) const {
         require(present(key), SPECLA_ERR_FORMAT, origin, ": required field '", key, "' is missing");
-        const json &v = j.at(key);
-        require(v.is_number_integer() || (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>()),
-                SPECLA_ERR_FORMAT, origin, ": field '", key, "' must be an integer");
-        return v.is_number_integer() ? v.get<int64_t>() : int64_t(v.get<double>());
+        return j.at(key);
     }
-    int64_t integer_or(const char *key, int64_t fallback) const {
-        return present(key) ? integer(key) : fallback;
+
+    // An integral JSON number (12 or 12.0), saturated to +-2^53.
+    int64_t integer_value(const json &v, const std::string &what) const {
+        if (v.is_number_unsigned()) return int64_t(std::min<uint64_t>(v.get<uint64_t>(), uint64_t(kSaturate)));
+        if (v.is_number_integer()) return std::max(v.get<int64_t>(), -kSaturate);
+        const double d = v.is_number_float() ? v.get<double>() : 0.5;
+        require(std::isfinite(d) && std::floor(d) == d, SPECLA_ERR_FORMAT, origin, ": field '", what,
+                "' must be an integer, got ", v.dump());
+        return int64_t(std::clamp(d, -double(kSaturate), double(kSaturate)));
     }
+
+    // A size: an integer in [1, 2^31); one above `limit` could describe a model, but not one this
+    // engine runs.
+    int32_t dimension(const json &v, const char *key, int64_t limit, const char *limit_name) const {
+        const int64_t n = integer_value(v, key);
+        require(n > 0 && n <= kInt32Max, SPECLA_ERR_FORMAT, origin, ": field '", key,
+                "' must be a positive integer, got ", v.dump());
+        require(n <= limit, SPECLA_ERR_UNSUPPORTED, origin, ": field '", key, "' = ", n, " exceeds ", limit_name,
+                " (", limit, ")");
+        return int32_t(n);
+    }
+    int32_t dimension(const char *key, int64_t limit, const char *limit_name) const {
+        return dimension(required(key), key, limit, limit_name);
+    }
+    int32_t dimension_or(const char *key, int32_t fallback, int64_t limit, const char *limit_name) const {
+        return present(key) ? dimension(j.at(key), key, limit, limit_name) : fallback;
+    }
+
+    // A finite number. (The parser already refuses literals that overflow a double, like 1e999;
+    // checked here too so that no later conversion depends on that.)
     double number_or(const char *key, double fallback) const {
         if (!present(key)) return fallback;
-        require(j.at(key).is_number(), SPECLA_ERR_FORMAT, origin, ": field '", key, "' must be a number");
-        return j.at(key).get<double>();
+        const json &v = j.at(key);
+        require(v.is_number() && std::isfinite(v.get<double>()), SPECLA_ERR_FORMAT, origin, ": field '", key,
+                "' must be a finite number, got ", v.dump());
+        return v.get<double>();
     }
     bool boolean_or(const char *key, bool fallback) const {
         if (!present(key)) return fallback;
         require(j.at(key).is_boolean(), SPECLA_ERR_FORMAT, origin, ": field '", key, "' must be true or false");
         return j.at(key).get<bool>();
     }
-    // bos/eos may be an integer or a list (first entry wins), or absent.
-    int32_t token_id_or_none(const char *key) const {
+
+    // bos/eos: absent or null (none), a token id, or a list of ids (generation settings list several
+    // stop ids; this engine stops on one, the first). Every id must be in [0, vocab).
+    int32_t token_id_or_none(const char *key, int32_t vocab) const {
         if (!present(key)) return -1;
         const json &v = j.at(key);
-        if (v.is_array() && !v.empty() && v.at(0).is_number_integer()) return v.at(0).get<int32_t>();
-        require(v.is_number_integer(), SPECLA_ERR_FORMAT, origin, ": field '", key, "' must be a token id");
-        return v.get<int32_t>();
+        if (!v.is_array()) return token_id(v, key, vocab);
+        int32_t first = -1;
+        for (size_t i = 0; i < v.size(); ++i) {
+            const int32_t id = token_id(v[i], std::string(key) + "[" + std::to_string(i) + "]", vocab);
+            if (i == 0) first = id;
+        }
+        return first;
+    }
+    int32_t token_id(const json &v, const std::string &what, int32_t vocab) const {
+        require(v.is_number(), SPECLA_ERR_FORMAT, origin, ": field '", what, "' must be a token id, got ", v.dump());
+        const int64_t id = integer_value(v, what);
+        require(id >= 0 && id < vocab, SPECLA_ERR_FORMAT, origin, ": field '", what, "' = ", v.dump(),
+                " is not a token id in [0, vocab_size = ", vocab, ")");
+        return int32_t(id);
+    }
+
+    // A size derived from several fields (computed in 64 bits from values already within their
+    // limits, so it cannot overflow), named by the fields it comes from.
+    void derived_within(int64_t value, const char *what, int64_t limit, const char *limit_name) const {
+        require(value <= limit, SPECLA_ERR_UNSUPPORTED, origin, ": ", what, " = ", value, " exceeds ", limit_name,
+                " (", limit, ")");
     }
 };
 
-void positive(int64_t value, const char *key, const std::string &origin) {
-    require(value > 0 && value < (int64_t(1) << 31), SPECLA_ERR_FORMAT, origin, ": field '", key,
-            "' must be a positive integer, got ", value);
+// Every size the engine derives from the configuration, checked in 64 bits against the limits
+// so that the 32-bit accessors of ModelConfig and the buffers sized from them are exact.
+void check_derived_sizes(const ModelConfig &c, const Fields &f) {
+    const int64_t D = c.hidden_size, H = c.num_heads, HV = c.num_v_heads, K = c.head_k_dim, V = c.head_v_dim,
+                  I = c.intermediate_size, L = c.num_layers, W = c.conv_size;
+    const int64_t dim = SPECLA_LIMIT_MODEL_DIM;
+    const int64_t KD = H * K, VD = HV * V;  // each factor < 2^31: no overflow
+    f.derived_within(KD, "key width num_heads x head_dim", dim, "SPECLA_LIMIT_MODEL_DIM");
+    f.derived_within(VD, "value width num_v_heads x head_dim x expand_v", dim, "SPECLA_LIMIT_MODEL_DIM");
+    const int64_t CC = 2 * KD + VD;
+    f.derived_within(CC, "conv channels (2 x key width + value width)", dim, "SPECLA_LIMIT_MODEL_DIM");
+    const int64_t R = 2 * KD + (c.use_gate ? 2 : 1) * VD + 2 * HV;
+    f.derived_within(R, "fused input projection rows", dim, "SPECLA_LIMIT_MODEL_DIM");
+    f.derived_within(2 * I, "fused gate/up projection rows (2 x intermediate_size)", dim, "SPECLA_LIMIT_MODEL_DIM");
+
+    // From here every width is at most 2^18 and L at most 2^12: the products stay far below 2^63.
+    const int64_t state_floats = L * (HV * K * V + (c.use_short_conv ? (W - 1) * CC : 0));
+    f.derived_within(state_floats * 4, "recurrent state and conv cache per sequence (bytes)",
+                     int64_t(SPECLA_LIMIT_SESSION_STATE_BYTES), "SPECLA_LIMIT_SESSION_STATE_BYTES");
+    const int64_t token_floats = 2 * D + R + CC + 2 * VD + 2 * I + 2 * HV + L * (KD + VD + HV + CC);
+    f.derived_within(token_floats * 4, "working memory per token (bytes)", int64_t(SPECLA_LIMIT_SESSION_TOKEN_BYTES),
+                     "SPECLA_LIMIT_SESSION_TOKEN_BYTES");
 }
 
 }  // namespace
 
 ModelConfig ModelConfig::from_file(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    require(bool(in), SPECLA_ERR_IO, "cannot open ", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    require(!in.bad(), SPECLA_ERR_IO, "cannot read ", path);
-    return from_json_text(ss.str(), path);
+    return from_json_text(read_json_file(path), path);
 }
 
 ModelConfig ModelConfig::from_json_text(const std::string &text, const std::string &origin) {
@@ -90,49 +155,59 @@ ModelConfig ModelConfig::from_json_text(const std::string &text, const std::stri
                 ": field 'hidden_act' must be \"swish\" (SiLU), got ", act.dump());
     }
 
+    constexpr int64_t kDim = SPECLA_LIMIT_MODEL_DIM;
     ModelConfig c;
-    int64_t v;
-    v = f.integer("vocab_size"), positive(v, "vocab_size", origin), c.vocab_size = int32_t(v);
-    v = f.integer("hidden_size"), positive(v, "hidden_size", origin), c.hidden_size = int32_t(v);
-    v = f.integer("num_hidden_layers"), positive(v, "num_hidden_layers", origin), c.num_layers = int32_t(v);
-    v = f.integer("num_heads"), positive(v, "num_heads", origin), c.num_heads = int32_t(v);
-    v = f.integer_or("num_v_heads", c.num_heads), positive(v, "num_v_heads", origin), c.num_v_heads = int32_t(v);
+    c.vocab_size = f.dimension("vocab_size", SPECLA_LIMIT_MODEL_VOCAB, "SPECLA_LIMIT_MODEL_VOCAB");
+    c.hidden_size = f.dimension("hidden_size", kDim, "SPECLA_LIMIT_MODEL_DIM");
+    c.num_layers = f.dimension("num_hidden_layers", SPECLA_LIMIT_MODEL_LAYERS, "SPECLA_LIMIT_MODEL_LAYERS");
+    c.num_heads = f.dimension("num_heads", kDim, "SPECLA_LIMIT_MODEL_DIM");
+    c.num_v_heads = f.dimension_or("num_v_heads", c.num_heads, kDim, "SPECLA_LIMIT_MODEL_DIM");
     require(c.num_v_heads % c.num_heads == 0, SPECLA_ERR_FORMAT, origin, ": field 'num_v_heads' (",
             c.num_v_heads, ") must be a multiple of 'num_heads' (", c.num_heads, ")");
-    v = f.integer("head_dim"), positive(v, "head_dim", origin), c.head_k_dim = int32_t(v);
+    c.head_k_dim = f.dimension("head_dim", kDim, "SPECLA_LIMIT_MODEL_DIM");
 
+    // The value head size is a product with a float: checked as a double before it is converted.
     const double expand_v = f.number_or("expand_v", 2.0);
     const double vdim = c.head_k_dim * expand_v;
     require(expand_v > 0 && std::floor(vdim) == vdim, SPECLA_ERR_FORMAT, origin, ": field 'expand_v' (",
             expand_v, ") times 'head_dim' (", c.head_k_dim, ") must be a positive integer");
+    require(vdim <= double(kDim), SPECLA_ERR_UNSUPPORTED, origin, ": value head size 'head_dim' x 'expand_v' = ",
+            vdim, " exceeds SPECLA_LIMIT_MODEL_DIM (", kDim, ")");
     c.head_v_dim = int32_t(vdim);
 
     c.use_gate = f.boolean_or("use_gate", true);
     c.use_short_conv = f.boolean_or("use_short_conv", true);
     c.allow_neg_eigval = f.boolean_or("allow_neg_eigval", false);
     c.tie_word_embeddings = f.boolean_or("tie_word_embeddings", false);
-    v = f.integer_or("conv_size", 4), positive(v, "conv_size", origin), c.conv_size = int32_t(v);
-    require(c.conv_size <= 64, SPECLA_ERR_UNSUPPORTED, origin, ": field 'conv_size' = ", c.conv_size,
-            " is larger than the supported maximum of 64");
-    c.norm_eps = float(f.number_or("norm_eps", 1e-6));
-    require(c.norm_eps >= 0, SPECLA_ERR_FORMAT, origin, ": field 'norm_eps' must not be negative");
+    c.conv_size = f.dimension_or("conv_size", 4, SPECLA_LIMIT_MODEL_CONV_SIZE, "SPECLA_LIMIT_MODEL_CONV_SIZE");
+
+    // Stored as a float: a value that is not a positive normal float would divide by zero or
+    // turn every norm into NaN.
+    const double eps = f.number_or("norm_eps", 1e-6);
+    require(eps > 0 && eps <= 1 && float(eps) >= std::numeric_limits<float>::min(), SPECLA_ERR_FORMAT, origin,
+            ": field 'norm_eps' must be in (0, 1] and representable as a float, got ", eps);
+    c.norm_eps = float(eps);
 
     if (f.present("intermediate_size")) {
-        v = f.integer("intermediate_size");
-        positive(v, "intermediate_size", origin);
-        c.intermediate_size = int32_t(v);
+        c.intermediate_size = f.dimension("intermediate_size", kDim, "SPECLA_LIMIT_MODEL_DIM");
     } else {
-        // fla: 256 * ceil(int(D * hidden_ratio * 2/3) / 256)
+        // fla: 256 * ceil(int(D * hidden_ratio * 2/3) / 256), computed as a double and range
+        // checked before any conversion.
         const double ratio = f.number_or("hidden_ratio", 4.0);
-        require(ratio > 0, SPECLA_ERR_FORMAT, origin, ": field 'hidden_ratio' must be positive");
-        const int64_t base = int64_t(c.hidden_size * ratio * 2.0 / 3.0);
-        c.intermediate_size = int32_t(256 * ((base + 255) / 256));
-        positive(c.intermediate_size, "intermediate_size (from hidden_ratio)", origin);
+        require(ratio > 0, SPECLA_ERR_FORMAT, origin, ": field 'hidden_ratio' must be positive, got ", ratio);
+        const double base = std::floor(c.hidden_size * ratio * 2.0 / 3.0);
+        require(base <= double(kDim), SPECLA_ERR_UNSUPPORTED, origin,
+                ": intermediate_size from 'hidden_ratio' (", ratio, ") x 'hidden_size' (", c.hidden_size,
+                ") exceeds SPECLA_LIMIT_MODEL_DIM (", kDim, ")");
+        const int64_t rounded = 256 * ((int64_t(base) + 255) / 256);
+        require(rounded > 0, SPECLA_ERR_FORMAT, origin, ": field 'hidden_ratio' (", ratio,
+                ") gives an empty intermediate_size");
+        c.intermediate_size = int32_t(rounded);
     }
-    c.bos_token_id = f.token_id_or_none("bos_token_id");
-    c.eos_token_id = f.token_id_or_none("eos_token_id");
-    if (c.bos_token_id >= c.vocab_size) c.bos_token_id = -1;
-    if (c.eos_token_id >= c.vocab_size) c.eos_token_id = -1;
+    check_derived_sizes(c, f);
+
+    c.bos_token_id = f.token_id_or_none("bos_token_id", c.vocab_size);
+    c.eos_token_id = f.token_id_or_none("eos_token_id", c.vocab_size);
     return c;
 }
 

@@ -24,6 +24,8 @@ struct ModelConfig {
     bool allow_neg_eigval = false;
     bool tie_word_embeddings = false;
 
+    // Derived widths. from_json_text checks every one of them in 64 bits against
+    // SPECLA_LIMIT_MODEL_DIM, so these 32-bit products are exact for any loaded config.
     int32_t key_dim() const { return num_heads * head_k_dim; }       // width of q and k
     int32_t value_dim() const { return num_v_heads * head_v_dim; }   // width of v, g, o
     int32_t conv_channels() const { return 2 * key_dim() + value_dim(); }
@@ -37,8 +39,11 @@ struct ModelConfig {
     }
     int64_t num_parameters() const;
 
-    // Parse and validate; throws specla::Error (SPECLA_ERR_IO / FORMAT / UNSUPPORTED) naming
-    // the offending field.
+    // Parse and validate; throws specla::Error naming the offending field: SPECLA_ERR_IO for a
+    // file that cannot be read, SPECLA_ERR_FORMAT for a value no model has (not an integer, not
+    // positive, beyond 32 bits, a token id outside [0, vocab_size), a non-finite float),
+    // SPECLA_ERR_UNSUPPORTED for a size beyond a SPECLA_LIMIT_* of specla.h, including the
+    // sizes derived from several fields (widths, per-sequence state, per-token memory).
     static ModelConfig from_file(const std::string &path);
     static ModelConfig from_json_text(const std::string &text, const std::string &origin);
 };

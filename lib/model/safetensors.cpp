@@ -1,9 +1,6 @@
 #include "model/safetensors.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +10,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/file_read.h"
 
 namespace specla {
 
@@ -73,20 +71,10 @@ std::string TensorView::shape_string() const {
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) {
     std::unique_ptr<SafetensorsFile> f(new SafetensorsFile());
     f->path_ = path;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    require(fd >= 0, SPECLA_ERR_IO, "cannot open ", path, ": ", std::strerror(errno));
-    struct stat st {};
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        fail(SPECLA_ERR_IO, path, " is not a readable regular file");
-    }
-    const size_t size = size_t(st.st_size);
-    if (size < 8) {
-        ::close(fd);
-        fail(SPECLA_ERR_FORMAT, path, ": truncated safetensors file (", size, " bytes, no header)");
-    }
-    void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
+    const ReadOnlyFile file(path);
+    const size_t size = size_t(file.size());
+    require(size >= 8, SPECLA_ERR_FORMAT, path, ": truncated safetensors file (", size, " bytes, no header)");
+    void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
     require(map != MAP_FAILED, SPECLA_ERR_IO, "cannot map ", path, ": ", std::strerror(errno));
     f->map_ = map;
     f->map_size_ = size;
@@ -94,6 +82,9 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
     const uint8_t *bytes = static_cast<const uint8_t *>(map);
     uint64_t header_len = 0;
     for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | bytes[i];
+    require(header_len <= SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES, SPECLA_ERR_FORMAT, path,
+            ": safetensors header length ", header_len, " exceeds the format's limit of ",
+            SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES, " bytes (SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES)");
     require(header_len >= 2 && header_len <= size - 8, SPECLA_ERR_FORMAT, path,
             ": safetensors header length ", header_len, " does not fit the file (", size,
             " bytes): truncated or not a safetensors file");
@@ -130,9 +121,12 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
         for (const auto &d : e["shape"]) {
             require(d.is_number_unsigned() || (d.is_number_integer() && d.get<int64_t>() >= 0),
                     SPECLA_ERR_FORMAT, path, ": tensor '", name, "' has an invalid shape");
+            // Each dimension on its own too: after a zero dimension the product no longer grows,
+            // and a dimension beyond int64 would turn negative in the shape.
             const uint64_t dim = d.get<uint64_t>();
-            require(dim == 0 || numel <= (uint64_t(1) << 48) / dim, SPECLA_ERR_FORMAT, path, ": tensor '",
-                    name, "' shape is implausibly large");
+            constexpr uint64_t kMaxElements = uint64_t(1) << 48;
+            require(dim <= kMaxElements && (dim == 0 || numel <= kMaxElements / dim), SPECLA_ERR_FORMAT, path,
+                    ": tensor '", name, "' shape is implausibly large");
             numel *= dim;
             v.shape.push_back(int64_t(dim));
         }

@@ -1,34 +1,16 @@
 // Reading tokenizer.json and the checkpoint's side files into a specla::Tokenizer.
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
 #include "util/error.h"
+#include "util/file_read.h"
 
 namespace specla {
 
 using nlohmann::json;
 
 namespace {
-
-bool file_exists(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    return f.good();
-}
-
-std::string read_file(const std::string &path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) fail(SPECLA_ERR_IO, "cannot open ", path, ": ", std::strerror(errno));
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) fail(SPECLA_ERR_IO, "cannot read ", path);
-    return ss.str();
-}
 
 json parse_json(std::string_view text, const std::string &what) {
     try {
@@ -396,8 +378,8 @@ struct Tokenizer::Loader {
     static void read_side_files(Tokenizer &t, const std::string &folder) {
         auto load = [&](const char *name) -> json {
             const std::string path = folder + "/" + name;
-            if (!file_exists(path)) return json();
-            return parse_json(read_file(path), path);
+            if (!path_exists(path)) return json();
+            return parse_json(read_json_file(path), path);
         };
         const json tc = load("tokenizer_config.json");
         const json sm = load("special_tokens_map.json");
@@ -440,8 +422,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(std::string_view text) {
 
 std::unique_ptr<Tokenizer> Tokenizer::load(const std::string &folder) {
     const std::string path = folder + "/tokenizer.json";
-    if (!file_exists(path)) fail(SPECLA_ERR_IO, "no tokenizer.json in ", folder);
-    std::unique_ptr<Tokenizer> t = from_json(read_file(path));
+    if (!path_exists(path)) fail(SPECLA_ERR_IO, "no tokenizer.json in ", folder);
+    std::unique_ptr<Tokenizer> t = from_json(read_json_file(path));
     try {
         Loader::read_side_files(*t, folder);
     } catch (const json::exception &e) {
