@@ -7,8 +7,10 @@
 #   (d) its SONAME is libspecla.so.<SPECLA_ABI_VERSION> (0);
 #   (e) the installed header compiles as C99 -pedantic and as C++;
 #   (f) the Java and C# bindings, where they were built, compile their samples against the
-#       installed jar / assembly and run them on the shipped model.
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG]
+#       installed jar / assembly and run them on the shipped model;
+#   (g) libspecla.so needs no CUDA library; in a CUDA build the CUDA module is installed beside
+#       it (where the library looks for it).
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG] [CUDA_MODULE_NAME or -]
 set -euo pipefail
 
 BUILD=${1:?build dir}
@@ -17,6 +19,7 @@ CC=${3:-cc}
 CXX=${4:-c++}
 CMAKE=${5:-cmake}
 CONFIG=${6:-}
+CUDA_MODULE=${7:--}
 MODEL="$SRC/tests/fixtures/gdn_tiny_a"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/specla-install-XXXXXX")
@@ -149,6 +152,20 @@ if [[ -f "$DLL" && -n "$MCS" ]] && command -v mono >/dev/null; then
     echo "C#: sample ran from $DLL"
 else
     echo "C#: not installed by this build or no C# compiler and mono here; skipped"
+fi
+
+# ---- (g) the CUDA module ----------------------------------------------------------------------------
+step "(g) no CUDA dependency of libspecla; the CUDA module beside it"
+CUDA_NEEDED=$(objdump -p "$LIB" | awk '$1 == "NEEDED" { print $2 }' | grep -E '^lib(cublas|cublasLt|cudart|cuda)\.so' || true)
+[[ -z "$CUDA_NEEDED" ]] || die "the installed libspecla.so needs CUDA libraries: $(tr '\n' ' ' <<<"$CUDA_NEEDED")"
+if [[ "$CUDA_MODULE" != "-" ]]; then
+    [[ -f "$LIBDIR/$CUDA_MODULE" ]] || die "the CUDA module $CUDA_MODULE is not installed in $LIBDIR"
+    objdump -p "$LIBDIR/$CUDA_MODULE" | awk '$1 == "NEEDED" { print $2 }' | grep -q '^libcublas\.so' \
+        || die "the installed CUDA module does not link cuBLAS"
+    echo "CUDA module: $LIBDIR/$CUDA_MODULE"
+else
+    [[ -z "$(find "$PREFIX" -name 'libspecla_cuda*')" ]] || die "a build without CUDA installed a CUDA module"
+    echo "no CUDA in this build"
 fi
 
 echo "install test: all checks passed"
