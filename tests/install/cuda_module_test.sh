@@ -44,7 +44,9 @@ CUDA_NEEDED=$(grep -E '^lib(cublas|cublasLt|cudart|cuda)\.so' <<<"$LIB_NEEDED" |
 [[ -f "$MODULE" ]] || die "the CUDA module $MODULE was not built"
 [[ "$(dirname "$(readlink -f "$MODULE")")" == "$(dirname "$(readlink -f "$LIB")")" ]] \
     || die "the CUDA module is not in libspecla's directory"
-needed "$MODULE" | grep -q '^libcublas\.so' || die "the CUDA module does not link cuBLAS"
+# (Pipes into `grep -q` are avoided: with pipefail, the writer's SIGPIPE would count as a failure.)
+MOD_NEEDED=$(needed "$MODULE")
+grep -q '^libcublas\.so' <<<"$MOD_NEEDED" || die "the CUDA module does not link cuBLAS"
 MOD_SYMS=$(nm -D --defined-only "$MODULE" | awk 'NF >= 3 { print $3 }')
 [[ "$MOD_SYMS" == "specla_cuda_module_v1" ]] \
     || die "the CUDA module exports more than its entry point: $(head -n 10 <<<"$MOD_SYMS" | tr '\n' ' ')"
@@ -104,7 +106,8 @@ step "(c) with the module but without the CUDA libraries"
 cp "$MODULE" "$HOST/$MODULE_NAME"
 printf 'file(RPATH_REMOVE FILE "%s")\n' "$HOST/$MODULE_NAME" >"$WORK/strip.cmake"
 "$CMAKE" -P "$WORK/strip.cmake" || die "cannot remove the run path of the module's copy"
-if in_host --list "$HOST/$MODULE_NAME" 2>/dev/null | grep -q 'libcublas.*=> /'; then
+MOD_RESOLVED=$(in_host --list "$HOST/$MODULE_NAME" 2>/dev/null || true)
+if grep -q 'libcublas.*=> /' <<<"$MOD_RESOLVED"; then
     echo "cuBLAS is in a system directory of this machine: it cannot be hidden; skipped"
 else
     [[ "$(generate_cpu "module without CUDA")" == "$IDS" ]] || die "module without CUDA: other ids on the CPU"

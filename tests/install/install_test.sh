@@ -66,7 +66,10 @@ echo "$OUT"
 grep -q '^SpecLA [0-9]' <<<"$OUT" || die "hello did not print the version"
 HELLO_IDS=$(tail -n 1 <<<"$OUT")
 [[ "$HELLO_IDS" =~ ^[0-9]+(,[0-9]+){15}$ ]] || die "hello did not print 16 token ids: '$HELLO_IDS'"
-LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/hello" | grep -q "$LIBDIR/libspecla.so.0" \
+# Into a variable first: `grep -q` may exit before ldd has written everything, and pipefail
+# would then report ldd's SIGPIPE as a failure.
+HELLO_LIBS=$(LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/hello")
+grep -q "$LIBDIR/libspecla.so.0" <<<"$HELLO_LIBS" \
     || die "hello did not resolve libspecla from the prefix"
 
 # The sample's own Makefile, in a scratch copy (it builds next to its source).
@@ -160,7 +163,8 @@ CUDA_NEEDED=$(objdump -p "$LIB" | awk '$1 == "NEEDED" { print $2 }' | grep -E '^
 [[ -z "$CUDA_NEEDED" ]] || die "the installed libspecla.so needs CUDA libraries: $(tr '\n' ' ' <<<"$CUDA_NEEDED")"
 if [[ "$CUDA_MODULE" != "-" ]]; then
     [[ -f "$LIBDIR/$CUDA_MODULE" ]] || die "the CUDA module $CUDA_MODULE is not installed in $LIBDIR"
-    objdump -p "$LIBDIR/$CUDA_MODULE" | awk '$1 == "NEEDED" { print $2 }' | grep -q '^libcublas\.so' \
+    MODULE_NEEDED=$(objdump -p "$LIBDIR/$CUDA_MODULE" | awk '$1 == "NEEDED" { print $2 }')
+    grep -q '^libcublas\.so' <<<"$MODULE_NEEDED" \
         || die "the installed CUDA module does not link cuBLAS"
     echo "CUDA module: $LIBDIR/$CUDA_MODULE"
 else
