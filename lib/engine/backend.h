@@ -117,8 +117,10 @@ public:
 
 std::unique_ptr<Backend> create_cpu_backend(const ModelConfig &config, ModelWeights weights, int32_t n_threads);
 
-// Defined in lib/backend/cuda when the library is built with CUDA; otherwise it throws
-// SPECLA_ERR_BACKEND_UNAVAILABLE. Throws the same when no usable device `device` exists.
+// Loads the CUDA module on first use (engine/cuda_module.h, lib/engine/cuda_module.cpp) and creates
+// the backend there. Throws SPECLA_ERR_BACKEND_UNAVAILABLE when the library is built without CUDA,
+// when the module or the CUDA libraries it needs cannot be loaded (naming what is missing), or
+// when no usable device `device` exists.
 std::unique_ptr<Backend> create_cuda_backend(const ModelConfig &config, const ModelWeights &weights,
                                              int32_t device, size_t arena_block_bytes);
 

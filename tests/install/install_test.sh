@@ -14,7 +14,9 @@
 #   (h) x86-64: the library runs on any x86-64 CPU: no AVX instruction outside the kernels'
 #       x86-64-v3 clones (which run only where the CPU has them), and the installed program
 #       generates the same tokens under qemu emulating a CPU without AVX (where qemu is found).
-# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG]
+#   (i) libspecla.so needs no CUDA library; in a CUDA build the CUDA module is installed beside
+#       it (where the library looks for it).
+# Usage: install_test.sh BUILD_DIR SOURCE_DIR [CC] [CXX] [CMAKE] [CONFIG] [CUDA_MODULE_NAME or -]
 set -euo pipefail
 
 BUILD=${1:?build dir}
@@ -23,6 +25,7 @@ CC=${3:-cc}
 CXX=${4:-c++}
 CMAKE=${5:-cmake}
 CONFIG=${6:-}
+CUDA_MODULE=${7:--}
 MODEL="$SRC/tests/fixtures/gdn_tiny_a"
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/specla-install-XXXXXX")
@@ -69,7 +72,10 @@ echo "$OUT"
 grep -q '^SpecLA [0-9]' <<<"$OUT" || die "hello did not print the version"
 HELLO_IDS=$(tail -n 1 <<<"$OUT")
 [[ "$HELLO_IDS" =~ ^[0-9]+(,[0-9]+){15}$ ]] || die "hello did not print 16 token ids: '$HELLO_IDS'"
-LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/hello" | grep -q "$LIBDIR/libspecla.so.0" \
+# Into a variable first: `grep -q` may exit before ldd has written everything, and pipefail
+# would then report ldd's SIGPIPE as a failure.
+HELLO_LIBS=$(LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/hello")
+grep -q "$LIBDIR/libspecla.so.0" <<<"$HELLO_LIBS" \
     || die "hello did not resolve libspecla from the prefix"
 
 # The sample's own Makefile, in a scratch copy (it builds next to its source).
@@ -205,6 +211,21 @@ if objdump -f "$LIB" | grep -q 'architecture: i386:x86-64'; then
     fi
 else
     echo "not an x86-64 library; skipped"
+fi
+
+# ---- (i) the CUDA module ----------------------------------------------------------------------------
+step "(i) no CUDA dependency of libspecla; the CUDA module beside it"
+CUDA_NEEDED=$(objdump -p "$LIB" | awk '$1 == "NEEDED" { print $2 }' | grep -E '^lib(cublas|cublasLt|cudart|cuda)\.so' || true)
+[[ -z "$CUDA_NEEDED" ]] || die "the installed libspecla.so needs CUDA libraries: $(tr '\n' ' ' <<<"$CUDA_NEEDED")"
+if [[ "$CUDA_MODULE" != "-" ]]; then
+    [[ -f "$LIBDIR/$CUDA_MODULE" ]] || die "the CUDA module $CUDA_MODULE is not installed in $LIBDIR"
+    MODULE_NEEDED=$(objdump -p "$LIBDIR/$CUDA_MODULE" | awk '$1 == "NEEDED" { print $2 }')
+    grep -q '^libcublas\.so' <<<"$MODULE_NEEDED" \
+        || die "the installed CUDA module does not link cuBLAS"
+    echo "CUDA module: $LIBDIR/$CUDA_MODULE"
+else
+    [[ -z "$(find "$PREFIX" -name 'libspecla_cuda*')" ]] || die "a build without CUDA installed a CUDA module"
+    echo "no CUDA in this build"
 fi
 
 echo "install test: all checks passed"

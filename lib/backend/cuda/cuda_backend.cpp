@@ -4,6 +4,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cuda/kernel_image.h"
 #include "gdn_chunk.cuh"
 #include "gdn_recurrent.cuh"
 #include "util/log.h"
@@ -71,9 +72,6 @@ CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights,
              " device", count == 1 ? "" : "s", " found)");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
-    if (prop.major < 9)
-        fail(SPECLA_ERR_BACKEND_UNAVAILABLE, "CUDA device ", device, " (", prop.name, ") has compute capability ",
-             prop.major, ".", prop.minor, "; this build's kernels are compiled for sm_90a (Hopper)");
     sm_count_ = prop.multiProcessorCount;
     keep_state_in_l2_ = config.recurrent_state_floats_per_layer() * config.num_layers * int64_t(sizeof(float)) <=
                         int64_t(prop.l2CacheSize);
@@ -82,6 +80,9 @@ CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights,
     DeviceGuard g(device);
     // Creates the context now, so that a broken driver shows up here with a clear message.
     check(cudaFree(nullptr), "CUDA context creation");
+    // Refuses a device that none of the built architectures runs on (an older GPU, or a newer one
+    // without a PTX image to JIT) here rather than at the first launch.
+    require_kernel_image(device, prop);
     weights_ = std::make_unique<DeviceWeights>(config, weights, device);
     arena_ = std::make_shared<Arena>(make_cuda_block_provider(device), options.arena_block_bytes,
                                      Arena::kDefaultAlignment, options.arena_budget_bytes);
@@ -391,8 +392,10 @@ std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const
     return std::make_unique<cuda::CudaBackend>(config, weights, device, options);
 }
 
-std::unique_ptr<Backend> create_cuda_backend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
-                                             size_t arena_block_bytes) {
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                                           size_t arena_block_bytes) {
+    log(SPECLA_LOG_DEBUG, "creating the CUDA backend on device ", device, " (kernels for ", cuda::kernel_architectures(),
+        ")");
     CudaBackendOptions options;
     options.arena_block_bytes = arena_block_bytes;
     return create_cuda_backend_ex(config, weights, device, options);

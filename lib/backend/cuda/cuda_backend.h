@@ -1,6 +1,7 @@
 // The CUDA backend (host side). Internal header: the engine reaches it through
-// create_cuda_backend() (engine/backend.h); tests and benchmarks include it for the options and
-// the timing hooks.
+// create_cuda_backend() (engine/backend.h), which loads it from the CUDA module
+// (engine/cuda_module.h); tests and benchmarks link it and include this for the options and the
+// timing hooks.
 //
 // A plain decoding step is one CUDA graph replay per sequence state: token id copied in from pinned
 // memory, embedding gather, per layer 5 kernels (in_proj GEMV with RMSNorm prologue and
@@ -62,6 +63,10 @@ struct CudaBackendOptions {
 
 std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const ModelWeights &weights,
                                                 int32_t device, const CudaBackendOptions &options);
+// With the default options: what the engine's create_cuda_backend() calls, through the module's
+// entry table (engine/cuda_module.h) or, in programs that link the backend, directly.
+std::unique_ptr<Backend> make_cuda_backend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                                           size_t arena_block_bytes);
 
 namespace cuda {
 
