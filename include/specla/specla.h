@@ -59,6 +59,13 @@ SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch);
 SPECLA_API bool specla_has_cuda(void);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Limits                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Largest specla_model_params.n_threads; more is SPECLA_ERR_INVALID_ARGUMENT. */
+#define SPECLA_LIMIT_THREADS 256
+
+/* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
@@ -128,7 +135,13 @@ typedef bool (*specla_progress_callback)(float progress, void *user_data);
 typedef struct specla_model_params {
     specla_backend backend;            /* default SPECLA_BACKEND_CPU */
     int32_t device;                    /* CUDA device ordinal (CUDA backend only); default 0 */
-    int32_t n_threads;                 /* CPU worker threads per session call; 0 = all cores */
+    int32_t n_threads;                 /* CPU threads per session call (the caller + n - 1
+                                          workers), 1..SPECLA_LIMIT_THREADS; 0 = the CPUs this
+                                          process may use: its affinity mask, capped by its
+                                          cgroup's CPU quota (cgroup v2 cpu.max, v1 cfs quota,
+                                          rounded up). More than that is accepted (results do
+                                          not depend on it) with a warning through the log:
+                                          threads beyond the usable CPUs only slow decoding. */
     size_t arena_block_bytes;          /* CUDA: device memory taken per arena block; 0 = default
                                           (256 MiB). States, conv caches, factors and scratch are
                                           sub-allocated from these blocks. */
