@@ -65,6 +65,8 @@ SPECLA_API bool specla_has_cuda(void);
 /* Limits                                                                                      */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Largest specla_model_params.n_threads; more is SPECLA_ERR_INVALID_ARGUMENT. */
+#define SPECLA_LIMIT_THREADS 256
 /* Largest JSON file read: config.json, tokenizer.json, its side files, the shard index. */
 #define SPECLA_LIMIT_JSON_FILE_BYTES (64u * 1024u * 1024u)
 /* Largest safetensors header: the format's own limit (as in the reference implementation). */
@@ -154,7 +156,13 @@ typedef bool (*specla_progress_callback)(float progress, void *user_data);
 typedef struct specla_model_params {
     specla_backend backend;            /* default SPECLA_BACKEND_CPU */
     int32_t device;                    /* CUDA device ordinal (CUDA backend only); default 0 */
-    int32_t n_threads;                 /* CPU worker threads per session call; 0 = all cores */
+    int32_t n_threads;                 /* CPU threads per session call (the caller + n - 1
+                                          workers), 1..SPECLA_LIMIT_THREADS; 0 = the CPUs this
+                                          process may use: its affinity mask, capped by its
+                                          cgroup's CPU quota (cgroup v2 cpu.max, v1 cfs quota,
+                                          rounded up). More than that is accepted (results do
+                                          not depend on it) with a warning through the log:
+                                          threads beyond the usable CPUs only slow decoding. */
     size_t arena_block_bytes;          /* CUDA: device memory taken per arena block; 0 = default
                                           (256 MiB). States, conv caches, factors and scratch are
                                           sub-allocated from these blocks. */

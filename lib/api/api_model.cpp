@@ -28,6 +28,8 @@ SPECLA_API specla_status specla_model_load(const char *folder, specla_model_para
         require_arg(folder, "folder");
         require_arg(out, "out");
         require(params.n_threads >= 0, SPECLA_ERR_INVALID_ARGUMENT, "n_threads must not be negative");
+        require(params.n_threads <= SPECLA_LIMIT_THREADS, SPECLA_ERR_INVALID_ARGUMENT, "n_threads (",
+                params.n_threads, ") exceeds SPECLA_LIMIT_THREADS (", SPECLA_LIMIT_THREADS, ")");
         require(params.device >= 0, SPECLA_ERR_INVALID_ARGUMENT, "device must not be negative");
         ModelOptions opts;
         opts.backend = params.backend;

@@ -75,7 +75,12 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path) 
     const size_t size = size_t(file.size());
     require(size >= 8, SPECLA_ERR_FORMAT, path, ": truncated safetensors file (", size, " bytes, no header)");
     void *map = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.fd(), 0);
-    require(map != MAP_FAILED, SPECLA_ERR_IO, "cannot map ", path, ": ", std::strerror(errno));
+    // ENOMEM: no address space left for the mapping (an RLIMIT_AS cap), not a problem of the file.
+    if (map == MAP_FAILED) {
+        const int map_errno = errno;
+        fail(map_errno == ENOMEM ? SPECLA_ERR_OUT_OF_MEMORY : SPECLA_ERR_IO, "cannot map ", path, ": ",
+             std::strerror(map_errno));
+    }
     f->map_ = map;
     f->map_size_ = size;
 

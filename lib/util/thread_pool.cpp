@@ -1,6 +1,9 @@
 #include "util/thread_pool.h"
 
 #include <algorithm>
+#include <exception>
+
+#include "util/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -14,6 +17,10 @@ namespace {
 // Spin iterations before a worker sleeps: long enough to bridge the gap between two jobs of
 // one forward pass (microseconds), short enough not to hold a core when the session is idle.
 constexpr int kSpinIterations = 1 << 14;
+// Spin iterations before the caller sleeps at the join (tens of microseconds): a join on a
+// running worker ends within a chunk's time; one that takes longer waits for a worker that the
+// OS took off its core, and sleeping frees this core for it.
+constexpr int kJoinSpinIterations = 1 << 11;
 constexpr int kChunksPerThread = 4;
 
 uint32_t claim_gen(uint64_t w) { return uint32_t(w >> 32); }
@@ -22,10 +29,20 @@ uint32_t claim_next(uint64_t w) { return uint32_t(w) & 0xffffu; }
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    workers_.reserve(size_t(std::max(n_threads - 1, 0)));
+    try {
+        for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+    } catch (const std::exception &e) {  // std::system_error (EAGAIN), or bad_alloc for its state
+        const int started = int(workers_.size());
+        stop_workers();
+        fail(SPECLA_ERR_OUT_OF_MEMORY, "n_threads ", n_threads, ": the system refused to start worker thread ",
+             started + 1, " of ", n_threads - 1, " (", e.what(), ")");
+    }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() noexcept {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_.store(true);
@@ -33,6 +50,17 @@ ThreadPool::~ThreadPool() {
     }
     wake_.notify_all();
     for (auto &t : workers_) t.join();
+    workers_.clear();
+}
+
+void ThreadPool::finish_chunk(uint32_t chunks) {
+    // seq_cst pairs with wait_for_chunks: either the caller sees the count or this thread sees
+    // that the caller is asleep.
+    if (done_chunks_.fetch_add(1) + 1 != chunks) return;
+    if (caller_sleeping_.load()) {
+        { std::lock_guard<std::mutex> lock(join_mutex_); }
+        joined_.notify_one();
+    }
 }
 
 void ThreadPool::work_on(uint32_t gen) {
@@ -42,9 +70,28 @@ void ThreadPool::work_on(uint32_t gen) {
         if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel)) continue;
         const int64_t chunks = claim_total(w), c = claim_next(w);
         const int64_t b = n_ * c / chunks, e = n_ * (c + 1) / chunks;
-        if (b < e) task_(ctx_, b, e);
-        done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+        if (b < e && !failed_.load(std::memory_order_relaxed)) {
+            try {
+                task_(ctx_, b, e);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(error_mutex_);
+                if (!error_) error_ = std::current_exception();
+                failed_.store(true, std::memory_order_relaxed);
+            }
+        }
+        finish_chunk(uint32_t(chunks));
     }
+}
+
+void ThreadPool::wait_for_chunks(uint32_t chunks) {
+    for (int spins = 0; spins < kJoinSpinIterations; ++spins) {
+        if (done_chunks_.load(std::memory_order_acquire) == chunks) return;
+        SPECLA_PAUSE();
+    }
+    std::unique_lock<std::mutex> lock(join_mutex_);
+    caller_sleeping_.store(true);
+    joined_.wait(lock, [&] { return done_chunks_.load() == chunks; });
+    caller_sleeping_.store(false);
 }
 
 void ThreadPool::run(int64_t n, Task task, void *ctx) {
@@ -59,9 +106,15 @@ void ThreadPool::run(int64_t n, Task task, void *ctx) {
     }
     wake_.notify_all();
     work_on(gen);
-    for (int spins = 0; done_chunks_.load(std::memory_order_acquire) != int(chunks); ++spins) {
-        if (spins < kSpinIterations) SPECLA_PAUSE();
-        else std::this_thread::yield();
+    wait_for_chunks(chunks);
+    if (failed_.load(std::memory_order_relaxed)) {
+        std::exception_ptr error;
+        {
+            std::lock_guard<std::mutex> lock(error_mutex_);
+            std::swap(error, error_);
+        }
+        failed_.store(false, std::memory_order_relaxed);
+        std::rethrow_exception(error);
     }
 }
 

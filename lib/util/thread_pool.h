@@ -1,14 +1,20 @@
 // A small fork-join pool for the CPU engine: the calling thread and n-1 workers split a range
 // into chunks and claim them from a shared counter, so a worker that the OS has not scheduled
-// yet costs nothing (the others take its chunks) and an oversubscribed machine degrades to
-// single-thread speed rather than stalling at every join. Workers spin briefly between jobs (a
-// forward pass issues them back to back) and then sleep. Each CPU session owns one pool:
-// sessions on different threads never share workers.
+// yet costs nothing (the others take its chunks). Workers spin briefly between jobs (a forward
+// pass issues them back to back) and then sleep. The caller spins briefly at the join and then
+// sleeps too: a worker preempted inside a chunk (another process busy on its core) is then
+// moved by the scheduler to the core the caller left idle, instead of waiting a time slice
+// behind the other process. Each CPU session owns one pool: sessions on different threads never
+// share workers.
+//
+// Which thread runs a chunk never changes what it computes: each output is produced by one chunk,
+// and chunk boundaries depend only on n and the pool size.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -18,6 +24,8 @@ namespace specla {
 
 class ThreadPool {
 public:
+    // Starts n_threads - 1 workers. A thread the system refuses to start is SPECLA_ERR_OUT_OF_MEMORY
+    // (specla::Error) after the workers already started have been stopped and joined.
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool &) = delete;
@@ -26,7 +34,9 @@ public:
     int size() const { return int(workers_.size()) + 1; }
 
     // fn(begin, end) over disjoint chunks covering [0, n); the chunks' results must not depend
-    // on which thread runs them. Runs inline when the pool has one thread. Not reentrant.
+    // on which thread runs them. Runs inline when the pool has one thread. Not reentrant. If a
+    // chunk throws, the remaining chunks still run (or are skipped) before the first exception is
+    // rethrown to the caller, so no worker is still inside fn when parallel_for returns.
     template <typename Fn>
     void parallel_for(int64_t n, Fn &&fn) {
         if (n <= 0) return;
@@ -45,6 +55,9 @@ private:
     void worker_loop();
     // Claim and run chunks of job `gen` until none is left.
     void work_on(uint32_t gen);
+    void finish_chunk(uint32_t chunks);
+    void wait_for_chunks(uint32_t chunks);
+    void stop_workers() noexcept;
 
     std::vector<std::thread> workers_;
     // The job's claim word: generation (32 bits) | chunk count (16) | next chunk (16). A claim
@@ -52,13 +65,22 @@ private:
     // job it did not see start; the job cannot finish (and be replaced) while a claimed chunk runs.
     std::atomic<uint64_t> claim_{0};
     std::atomic<uint32_t> generation_{0};
-    std::atomic<int> done_chunks_{0};
+    std::atomic<uint32_t> done_chunks_{0};
     std::atomic<bool> stop_{false};
     Task task_ = nullptr;
     void *ctx_ = nullptr;
     int64_t n_ = 0;
+    // The first exception a chunk of the current job threw (guarded by error_mutex_).
+    std::exception_ptr error_;
+    std::atomic<bool> failed_{false};
+    std::mutex error_mutex_;
+    // Sleeping workers wait on wake_ for a new generation.
     std::mutex mutex_;
     std::condition_variable wake_;
+    // A caller that stopped spinning at the join waits on joined_ until the last chunk is done.
+    std::atomic<bool> caller_sleeping_{false};
+    std::mutex join_mutex_;
+    std::condition_variable joined_;
 };
 
 }  // namespace specla

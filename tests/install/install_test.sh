@@ -111,6 +111,21 @@ for fn in specla_version specla_last_error specla_model_load specla_session_eval
 done
 echo "$(wc -l <<<"$SYMS") symbols, all specla_*"
 
+# ---- (c2) the process's allocator is left alone ---------------------------------------------------
+step "(c2) neither libspecla nor a library it needs replaces malloc or operator new"
+ALLOC_SYMS='^(malloc|calloc|realloc|free|posix_memalign|aligned_alloc|_Znwm|_Znam|_ZdlPv|_ZdaPv)$'
+nm -D --defined-only "$LIB" | awk 'NF >= 3 { print $3 }' | grep -Eq "$ALLOC_SYMS" \
+    && die "libspecla exports an allocator symbol"
+# Every NEEDED library except the C library and the C++ runtime, whose allocator it is.
+while read -r dep path; do
+    case "$dep" in libc.so.*|libstdc++.so.*|ld-linux*|libasan.so.*|libubsan.so.*) continue ;; esac
+    [[ -f "$path" ]] || continue
+    if nm -D --defined-only "$path" | awk 'NF >= 3 { print $3 }' | grep -Eq "$ALLOC_SYMS"; then
+        die "NEEDED library $dep ($path) defines malloc/operator new and would interpose them"
+    fi
+done < <(ldd "$LIB" | awk '$2 == "=>" { print $1, $3 }')
+echo "no allocator symbols in libspecla or its NEEDED libraries"
+
 # ---- (d) SONAME -----------------------------------------------------------------------------------
 step "(d) SONAME"
 SONAME=$(objdump -p "$LIB" | awk '$1 == "SONAME" { print $2 }')

@@ -1,12 +1,20 @@
 // The CPU engine's fork-join pool: every index is visited exactly once per job, across many
-// back-to-back jobs (the late-worker case), several pools at once, and pool sizes 1..4.
+// back-to-back jobs (the late-worker case), several pools at once, and pool sizes 1..4; chunks
+// that throw; threads the system refuses. And the default thread count (usable CPUs).
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <new>
 #include <numeric>
 #include <thread>
 #include <vector>
 
+#include "support/child_process.h"
+#include "util/cpu_count.h"
+#include "util/error.h"
 #include "util/thread_pool.h"
 
 using specla::ThreadPool;
@@ -48,4 +56,94 @@ TEST_CASE("thread pools of concurrent sessions do not interfere") {
         });
     for (auto &t : users) t.join();
     CHECK(failures.load() == 0);
+}
+
+TEST_CASE("a chunk that throws: the exception reaches the caller after every chunk ended, and the pool goes on") {
+    for (int threads = 1; threads <= 3; ++threads) {
+        ThreadPool pool(threads);
+        std::atomic<int> running{0}, after{0};
+        bool caught = false;
+        try {
+            pool.parallel_for(1000, [&](int64_t b, int64_t e) {
+                running.fetch_add(1);
+                if (b <= 500 && 500 < e) {
+                    running.fetch_sub(1);
+                    throw std::bad_alloc();
+                }
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+                running.fetch_sub(1);
+            });
+        } catch (const std::bad_alloc &) {
+            caught = true;
+            after = running.load();  // no worker is still inside a chunk
+        }
+        CHECK(caught);
+        CHECK(after.load() == 0);
+        std::atomic<int64_t> sum{0};
+        pool.parallel_for(100, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+        });
+        CHECK(sum.load() == 4950);
+    }
+}
+
+TEST_CASE("a pool whose threads the system refuses: OUT_OF_MEMORY after joining the started ones") {
+    if (test::kAddressSanitizer) {
+        MESSAGE("skipped under AddressSanitizer: RLIMIT_AS cannot be applied");
+        return;
+    }
+    const test::ChildResult r = test::run_in_child([](FILE *out) {
+        const int before = test::thread_count();
+        // Stacks of 8 MiB: about 4 workers fit in 40 MiB more, not 32.
+        if (!test::cap_address_space(test::address_space_bytes() + (40u << 20))) return 10;
+        try {
+            ThreadPool pool(33);
+            fprintf(out, "started %d\n", pool.size());
+        } catch (const specla::Error &e) {
+            fprintf(out, "status=%d threads_left=%d message=%s\n", int(e.status()), test::thread_count() - before,
+                    e.what());
+        }
+        return 0;
+    }, 60);
+    INFO(r.report);
+    REQUIRE(r.exited);  // a joinable std::thread destroyed by the unwinding would abort()
+    REQUIRE(r.code == 0);
+    CHECK(r.report.find("status=7 threads_left=0 message=n_threads 33: the system refused to start worker thread ") == 0);
+}
+
+TEST_CASE("usable CPUs: affinity, cgroup v2 cpu.max up the hierarchy, cgroup v1 CFS quota") {
+    namespace fs = std::filesystem;
+    const fs::path root = fs::temp_directory_path() / ("specla_cgroup_" + std::to_string(getpid()));
+    auto write = [&](const fs::path &rel, const std::string &text) {
+        fs::create_directories((root / rel).parent_path());
+        std::ofstream(root / rel) << text;
+    };
+    // No cgroup files: the affinity mask decides.
+    CHECK(specla::usable_cpus_from(root.string(), "0::/\n", 8) == 8);
+    CHECK(specla::usable_cpus_from(root.string(), "", 0) == 1);
+    // v2: the tightest quota of the cgroup and its ancestors, rounded up.
+    write("a/cpu.max", "250000 100000\n");
+    write("a/b/cpu.max", "max 100000\n");
+    CHECK(specla::usable_cpus_from(root.string(), "0::/a/b\n", 8) == 3);
+    CHECK(specla::usable_cpus_from(root.string(), "0::/a/b\n", 2) == 2);
+    write("a/b/cpu.max", "50000 100000\n");
+    CHECK(specla::usable_cpus_from(root.string(), "0::/a/b\n", 8) == 1);
+    // v1: cpu,cpuacct mount; a quota of -1 is none; a container sees its cgroup at the mount root.
+    const std::string v1 = "4:memory:/x\n3:cpu,cpuacct:/docker/abc\n0::/\n";
+    write("cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "-1\n");
+    write("cpu,cpuacct/docker/abc/cpu.cfs_period_us", "100000\n");
+    CHECK(specla::usable_cpus_from(root.string(), v1, 16) == 16);
+    write("cpu,cpuacct/docker/cpu.cfs_quota_us", "400000\n");
+    write("cpu,cpuacct/docker/cpu.cfs_period_us", "100000\n");
+    CHECK(specla::usable_cpus_from(root.string(), v1, 16) == 4);
+    write("cpu,cpuacct/docker/abc/cpu.cfs_quota_us", "150000\n");
+    CHECK(specla::usable_cpus_from(root.string(), v1, 16) == 2);
+    fs::remove_all(root / "cpu,cpuacct/docker");
+    write("cpu,cpuacct/cpu.cfs_quota_us", "200000\n");
+    write("cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+    CHECK(specla::usable_cpus_from(root.string(), v1, 16) == 2);
+    fs::remove_all(root);
+    // This machine: at least one, at most what the affinity mask allows.
+    CHECK(specla::usable_cpus() >= 1);
+    CHECK(specla::usable_cpus() <= int(std::thread::hardware_concurrency()));
 }

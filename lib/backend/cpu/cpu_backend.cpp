@@ -8,7 +8,9 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tree.h"
 #include "generate/sampler.h"
+#include "util/cpu_count.h"
 #include "util/error.h"
+#include "util/log.h"
 
 namespace specla {
 
@@ -24,8 +26,15 @@ struct CpuBackend::Pass {
 };
 
 CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t n_threads)
-    : config_(config), weights_(std::move(weights)),
-      n_threads_(n_threads > 0 ? n_threads : std::max(1, int(std::thread::hardware_concurrency()))) {
+    : config_(config), weights_(std::move(weights)) {
+    const int usable = usable_cpus();
+    n_threads_ = n_threads > 0 ? n_threads : usable;
+    // Not clamped: results do not depend on the thread count, and a caller may know better
+    // (tests, a quota this process cannot see); but it is almost always a mistake.
+    if (n_threads_ > usable)
+        log(SPECLA_LOG_WARN, "n_threads ", n_threads_, " is more than the ", usable,
+            " CPUs this process may use (affinity mask, cgroup CPU quota): the extra threads only "
+            "slow decoding down; 0 picks ", usable);
     // The products read BF16 weights in packed blocks (cpu_ops.h); embeddings too, as they may be
     // the output head, and their rows are gathered through packed_row_to_f32.
     cpu::pack_bf16_blocks(weights_.embeddings);
