@@ -71,7 +71,7 @@ std::vector<int32_t> random_tokens(std::mt19937_64 &g, int n, int vocab) {
 
 // Decoding of `toks` through the persistent step; the last step's logits.
 std::vector<float> decode(PersistentStep &p, int32_t vocab, const std::vector<int32_t> &toks) {
-    std::vector<float> out(size_t(vocab));
+    std::vector<float> out(static_cast<size_t>(vocab));
     for (int32_t t : toks) p.step(t, out.data());
     return out;
 }
