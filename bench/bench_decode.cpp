@@ -2,6 +2,7 @@
 // same run.
 //
 //   bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N] [--trace]
+//                [--json FILE]
 //
 // With CUDA: device-to-device copy bandwidth (bytes read + written); the GDN-1.3B shape with random
 // bf16 weights built in memory (hidden 2048, 24 layers, 8 heads x 256, expand_v 1, intermediate
@@ -11,7 +12,10 @@
 // state, over the step time), prefill tokens/s at 512 and 4096 tokens; cuBLAS vs the custom bf16
 // GEMV per projection shape; the same decode/prefill figures for the model in --model
 // (gdn-pycode-22m by default). Without CUDA it reports the CPU backend on --model.
-// A compact table is printed last.
+// A compact table is printed last; --json FILE writes the same rows machine-readably
+// (bench_json.h). --trace prints the kernel-per-op step's timeline instead, in a build configured
+// with -DSPECLA_KERNEL_TRACE=ON (without it the kernels have no trace slots and --trace says so).
+// The persistent decoding step is an experiment (bench/experiments/persistent_step).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -21,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_json.h"
 #include "engine/backend.h"
 #include "model/checkpoint.h"
 #include "model/weights.h"
@@ -34,7 +39,9 @@
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
+#ifdef SPECLA_KERNEL_TRACE
 #include "op_timeline.h"
+#endif
 #endif
 
 using namespace specla;
@@ -45,11 +52,34 @@ struct Row {
     std::string what, value, note;
 };
 std::vector<Row> g_table;
+bench::JsonReport *g_json = nullptr;
+
+// Whether the kernels have trace slots (CMake option SPECLA_KERNEL_TRACE).
+#if defined(SPECLA_WITH_CUDA) && defined(SPECLA_KERNEL_TRACE)
+constexpr bool kTraceBuilt = true;
+#else
+constexpr bool kTraceBuilt = false;
+#endif
+
+// The unit of a row, from how its name ends (the table spells it there).
+std::string unit_of(const std::string &what) {
+    const char *const units[][2] = {{" ms/step (events)", "ms"}, {" ms/step", "ms"}, {" tokens/s (events)", "tokens/s"},
+                                    {" tokens/s end-to-end", "tokens/s"}, {" tokens/s", "tokens/s"},
+                                    {" fraction of copy ceiling", "fraction"}, {" GB/s", "GB/s"}, {" us", "us"},
+                                    {" MiB", "MiB"}};
+    for (const auto &u : units) {
+        const std::string suffix = u[0];
+        if (what.size() >= suffix.size() && what.compare(what.size() - suffix.size(), suffix.size(), suffix) == 0)
+            return u[1];
+    }
+    return "";
+}
 
 void add_row(const std::string &what, const char *fmt, double v, const std::string &note = "") {
     char buf[64];
     std::snprintf(buf, sizeof(buf), fmt, v);
     g_table.push_back({what, buf, note});
+    if (g_json) g_json->add(what, v, unit_of(what), note);
     std::printf("  %-58s %14s  %s\n", what.c_str(), buf, note.c_str());
     std::fflush(stdout);
 }
@@ -69,7 +99,7 @@ struct Args {
     int steps = 128;
     bool skip_big = false;
     int cpu_threads = 0;
-    bool trace = false;  // timelines of the kernel-per-op and persistent steps (diagnostics)
+    bool trace = false;  // the kernel-per-op step's timeline (diagnostics; SPECLA_KERNEL_TRACE builds)
 };
 
 Args parse(int argc, char **argv) {
@@ -86,8 +116,10 @@ Args parse(int argc, char **argv) {
         else if (s == "--skip-1p3b") a.skip_big = true;
         else if (s == "--trace") a.trace = true;
         else if (s == "--cpu-threads") a.cpu_threads = std::stoi(next());
+        else if (s == "--json") next();  // read by bench::JsonReport
         else if (s == "--help" || s == "-h") {
-            std::printf("usage: bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N] [--trace]\n");
+            std::printf("usage: bench_decode [--model DIR] [--repeats N] [--steps N] [--skip-1p3b] [--cpu-threads N] [--trace]\n"
+                        "                    [--json FILE]\n");
             std::exit(0);
         } else {
             fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown argument ", s);
@@ -241,15 +273,14 @@ void report_model(const std::string &tag, cuda::CudaBackend &b, const ModelWeigh
     CudaBackendOptions base = b.options();
     struct Variant {
         const char *name;
-        bool fused, graph, pdl;
+        bool graph, pdl;
     };
-    const Variant variants[] = {{"kernel per op, graph+pdl", false, true, true},
-                                {"kernel per op, graph", false, true, false},
-                                {"kernel per op, eager", false, false, false},
-                                {"persistent step (experimental), graph", true, true, false}};
+    const Variant variants[] = {{"kernel per op, graph+pdl", true, true},
+                                {"kernel per op, graph", true, false},
+                                {"kernel per op, eager", false, false}};
     for (const Variant &v : variants) {
         CudaBackendOptions o = base;
-        o.fused_decode = v.fused, o.use_graph = v.graph, o.use_pdl = v.pdl;
+        o.use_graph = v.graph, o.use_pdl = v.pdl;
         b.set_options(o);
         const DecodeResult d = decode_timing(b, steps, repeats);
         const double gbs = bytes / (d.ms_step * 1e-3) / 1e9;
@@ -451,6 +482,7 @@ void bench_gemv(cuda::CudaBackend &b, double ceiling_gbs, int repeats) {
     cudaFree(x), cudaFree(xb), cudaFree(y);
 }
 
+#ifdef SPECLA_KERNEL_TRACE
 // Where a kernel-per-op step (graph + PDL) spends its time: per kernel of
 // a layer, when its first and last CTA enter, get past the grid-dependency wait, have the input
 // vector, and exit, in us from the layer's first in_proj entry, averaged over the middle layers of
@@ -465,7 +497,7 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
     ck(cudaMalloc(reinterpret_cast<void **>(&d), n * 8), "malloc trace");
     const CudaBackendOptions base = b.options();
     CudaBackendOptions o = base;
-    o.fused_decode = false, o.use_graph = true, o.use_pdl = true, o.decode_trace = d;
+    o.use_graph = true, o.use_pdl = true, o.decode_trace = d;
     b.set_options(o);
     {
         SessionLimits lim;
@@ -488,64 +520,14 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
     std::printf("\n");
     tl.print("== kernel-per-op step timeline", kernels, "lm_head");
 }
-
-// Where a persistent step spends its time: per phase boundary, the offset from the layer's first
-// start over the grid (mean and latest CTA), averaged over the middle layers of one step.
-void trace_persistent_step(cuda::CudaBackend &b) {
-    const ModelConfig &c = b.config();
-    cudaDeviceProp prop{};
-    ck(cudaGetDeviceProperties(&prop, 0), "properties");
-    const int G = prop.multiProcessorCount, L = c.num_layers, E = kern::kDecodeTraceEvents;
-    const size_t n = size_t(G) * size_t(L) * size_t(E);
-    unsigned long long *d = nullptr;
-    ck(cudaMalloc(reinterpret_cast<void **>(&d), n * 8), "malloc trace");
-    ck(cudaMemset(d, 0, n * 8), "memset trace");
-    CudaBackendOptions base = b.options(), o = base;
-    o.fused_decode = true, o.decode_trace = d;
-    b.set_options(o);
-    {
-        auto s = b.create_state(SessionLimits{});
-        std::vector<float> logits(size_t(c.vocab_size));
-        for (int i = 0; i < 4; ++i) b.eval_chain(*s, &i, 1, LogitsRows::Last, logits.data());
-    }
-    b.set_options(base);
-    std::vector<unsigned long long> t(n);
-    ck(cudaMemcpy(t.data(), d, n * 8, cudaMemcpyDeviceToHost), "copy trace");
-    cudaFree(d);
-    const char *names[kern::kDecodeTraceEvents] = {"layer start", "in_proj rows start", "in_proj rows end",
-                                                   "recurrent start", "recurrent end", "o_proj start",
-                                                   "o_proj rows start", "o_proj rows end", "gate_up start",
-                                                   "gate_up rows start", "gate_up rows end", "down start",
-                                                   "down rows end", "layer end", "o_proj inputs loaded",
-                                                   "o_proj head sums done", "producer: in_proj issued",
-                                                   "producer: o_proj issued", "producer: gate_up issued",
-                                                   "producer: down issued", "recurrent inputs arrived",
-                                                   "recurrent first tile done"};
-    std::printf("\npersistent step timeline (us from the layer's first start; mean / latest CTA; layers 1..%d)\n",
-                L - 2);
-    for (int e = 0; e < E; ++e) {
-        if (!names[e] || !names[e][0]) continue;
-        double mean = 0, late = 0;
-        int cnt = 0;
-        for (int l = 1; l + 1 < L; ++l) {
-            unsigned long long t0 = ~0ull;
-            for (int g = 0; g < G; ++g) t0 = std::min(t0, t[(size_t(g) * L + l) * E + 0]);
-            double m = 0, mx = 0;
-            for (int g = 0; g < G; ++g) {
-                const double v = double(t[(size_t(g) * L + l) * E + e]) - double(t0);
-                m += v, mx = std::max(mx, v);
-            }
-            mean += m / G, late += mx, ++cnt;
-        }
-        std::printf("  %-28s %8.2f %8.2f\n", names[e], mean / cnt / 1e3, late / cnt / 1e3);
-    }
-}
+#endif  // SPECLA_KERNEL_TRACE
 
 void bench_cuda(const Args &a) {
     cudaDeviceProp prop{};
     ck(cudaGetDeviceProperties(&prop, 0), "properties");
     std::printf("device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
                 double(prop.totalGlobalMem) / double(1 << 30));
+    if (g_json) g_json->set_device(std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs");
     const double ceiling = copy_ceiling_gbs(a.repeats);
     add_row("device-to-device copy ceiling GB/s", "%.0f", ceiling, "bytes read + written, 2 GiB");
 
@@ -558,8 +540,9 @@ void bench_cuda(const Args &a) {
         auto backend = create_cuda_backend_ex(c, w, 0, CudaBackendOptions{});
         auto &b = dynamic_cast<cuda::CudaBackend &>(*backend);
         if (a.trace) {
+#ifdef SPECLA_KERNEL_TRACE
             trace_op_step(b, a.repeats);
-            trace_persistent_step(b);
+#endif
             return;
         }
         report_model("1.3B", b, w, ceiling, a.steps, a.repeats, true);
@@ -584,8 +567,16 @@ void bench_cuda(const Args &a) {
 }  // namespace
 
 int main(int argc, char **argv) {
+    bench::JsonReport json(argc, argv);
+    g_json = &json;
     try {
         const Args a = parse(argc, argv);
+        if (a.trace && !kTraceBuilt) {
+            std::printf("bench_decode --trace: this build has no trace slots in its kernels; configure with "
+                        "-DSPECLA_KERNEL_TRACE=ON (a separate build tree, so that the product's kernels stay "
+                        "without them) and run it there\n");
+            return 2;
+        }
 #ifdef SPECLA_WITH_CUDA
         std::string why;
         if (gpu_present(why)) {
@@ -604,5 +595,5 @@ int main(int argc, char **argv) {
     }
     std::printf("\n%-60s %14s  %s\n", "measure", "value", "note");
     for (const Row &r : g_table) std::printf("%-60s %14s  %s\n", r.what.c_str(), r.value.c_str(), r.note.c_str());
-    return 0;
+    return json.write() ? 0 : 1;
 }

@@ -5,6 +5,7 @@
 //
 //   bench_generate [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]
 //                  [--draft-nodes N[,N...]]   (draft budgets compared in the same run; default 4,8,16)
+//                  [--json FILE]              (the table's figures, machine-readably: bench_json.h)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_json.h"
 #include "specla/specla.h"
 
 namespace {
@@ -58,8 +60,10 @@ int main(int argc, char **argv) {
             while (std::getline(list, item, ','))
                 if (!item.empty()) budgets.push_back(std::atoi(item.c_str()));
         }
+        else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
-            std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]"
+                                 " [--draft-nodes N[,N...]] [--json FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -146,6 +150,17 @@ int main(int argc, char **argv) {
     std::printf("| prefill, 512 tokens (median of 3) | %.1f tokens/s |\n", median(prefill_tps));
     std::printf("| eval prompts | %d prompts x %d new tokens, greedy |\n", n_prompts, new_tokens);
     std::printf("| plain decoding over the prompts | %.1f tokens/s |\n", plain_tps);
+    bench::JsonReport json(argc, argv);
+    // The public API names the backend, not the device (bench_decode and bench_verify record the GPU).
+    json.set_device(backend + (backend == "cpu" ? ", " + std::to_string(threads) + " threads (0: all cores)" : ", device 0"));
+    const std::string model_name = model_dir.substr(model_dir.find_last_of('/') == std::string::npos ? 0 : model_dir.find_last_of('/') + 1);
+    auto row = [&](const std::string &measure, double value, const char *unit, const std::string &note = "") {
+        json.add(measure + " [" + model_name + "]", value, unit, note);
+    };
+    row("plain decode, 256 tokens (median of 3)", median(decode_tps), "tokens/s");
+    row("prefill, 512 tokens (median of 3)", median(prefill_tps), "tokens/s");
+    row("plain decoding over the eval prompts", plain_tps, "tokens/s",
+        std::to_string(n_prompts) + " prompts x " + std::to_string(new_tokens) + " new tokens, greedy");
     long long total_mismatches = 0;
     for (int budget : budgets) {
         double spec_s = 0;
@@ -180,8 +195,15 @@ int main(int argc, char **argv) {
                     budget, spec_tps, spec_tps / plain_tps, double(spec_tokens) / double(steps),
                     drafted ? double(accepted) / double(drafted) : 0.0, accepted, drafted, mismatches);
         total_mismatches += mismatches;
+        const std::string what = "speculative, prompt lookup, <= " + std::to_string(budget) + " draft nodes";
+        row(what, spec_tps, "tokens/s");
+        row(what + ", speedup over plain", spec_tps / plain_tps, "ratio");
+        row(what + ", tokens per pass", double(spec_tokens) / double(steps), "tokens");
+        row(what + ", acceptance", drafted ? double(accepted) / double(drafted) : 0.0, "fraction");
+        row(what + ", outputs that differ from plain", double(mismatches), "prompts");
     }
     specla_session_free(s);
     specla_model_free(model);
+    if (!json.write()) return 1;
     return total_mismatches ? 1 : 0;
 }

@@ -1,6 +1,6 @@
 // Tokenizer encode throughput through the public API, single thread.
 //
-//   bench_tokenizer [--tokenizer DIR] [--file PATH] [--mb N] [--repeats N]
+//   bench_tokenizer [--tokenizer DIR] [--file PATH] [--mb N] [--repeats N] [--json FILE]
 //
 // The text is --file, or by default the 80 held-out prompts of models/gdn-pycode-22m
 // (eval_prompts.json) joined by newlines; it is repeated up to --mb megabytes (default 8). Two
@@ -8,7 +8,8 @@
 // time and in process CPU time (the better measure on a busy machine):
 // "whole" tokenizes the entire text in one call, "documents" tokenizes it one document (one
 // prompt, or one 4 KiB stretch of --file) at a time. bench/bench_tokenizer_reference.py runs the
-// same text through Hugging Face `tokenizers` for comparison.
+// same text through Hugging Face `tokenizers` for comparison. --json FILE writes the figures
+// machine-readably (bench_json.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_json.h"
 #include "specla/specla.h"
 
 #ifndef SPECLA_MODELS_DIR
@@ -123,8 +125,9 @@ int main(int argc, char **argv) {
         else if (a == "--file" && i + 1 < argc) file = argv[++i];
         else if (a == "--mb" && i + 1 < argc) mb = std::atof(argv[++i]);
         else if (a == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
+        else if (a == "--json" && i + 1 < argc) ++i;  // read by bench::JsonReport
         else {
-            std::fprintf(stderr, "usage: %s [--tokenizer DIR] [--file PATH] [--mb N] [--repeats N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--tokenizer DIR] [--file PATH] [--mb N] [--repeats N] [--json FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -203,5 +206,13 @@ int main(int argc, char **argv) {
     std::printf("documents: %8.2f MB/s wall  %8.2f MB/s cpu  (median of %d, %zu tokens)\n",
                 mbytes / median(wall_docs), mbytes / median(cpu_docs), repeats, n_docs);
     specla_tokenizer_free(tok);
-    return 0;
+    bench::JsonReport json(argc, argv);
+    json.set_device("cpu, 1 thread");
+    const std::string text = std::to_string(mbytes).substr(0, 5) + " MB, " + std::to_string(all_docs.size()) + " documents";
+    json.add("tokenizer encode, whole text, wall", mbytes / median(wall_whole), "MB/s", text);
+    json.add("tokenizer encode, whole text, cpu", mbytes / median(cpu_whole), "MB/s", text);
+    json.add("tokenizer encode, per document, wall", mbytes / median(wall_docs), "MB/s", text);
+    json.add("tokenizer encode, per document, cpu", mbytes / median(cpu_docs), "MB/s", text);
+    json.add("tokenizer bytes per token", double(whole.size()) / double(n_whole), "bytes/token");
+    return json.write() ? 0 : 1;
 }

@@ -12,6 +12,7 @@
 //   P8  memory per session with a 16-node tree vs the plain-decoding state (and vs snapshots)
 //
 //   bench_verify [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]
+//                [--json FILE]   (the table's rows, machine-readably: bench_json.h)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_json.h"
 #include "engine/backend.h"
 #include "model/model.h"
 #include "model/weights.h"
@@ -131,8 +133,9 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--backend")) backend = next();
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
         else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(next());
+        else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
-            std::fprintf(stderr, "usage: %s [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N] [--json FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -162,6 +165,19 @@ int main(int argc, char **argv) {
     VerifyOutputs greedy_out;
     greedy_out.argmax = argmax.data();
 
+    bench::JsonReport json(argc, argv);
+    json.set_device(backend);
+#ifdef SPECLA_WITH_CUDA
+    if (auto *cb = dynamic_cast<cuda::CudaBackend *>(&be)) {
+        cudaDeviceProp prop{};
+        if (cudaGetDeviceProperties(&prop, cb->device()) == cudaSuccess)
+            json.set_device(std::string(prop.name) + ", " + std::to_string(prop.multiProcessorCount) + " SMs");
+    }
+#endif
+    // A row in the JSON report: the measure as the table names it (plus the shape), in ms unless said.
+    auto row = [&](const std::string &measure, double value, const char *unit = "ms", const std::string &note = "") {
+        json.add(measure + " [" + shape + "]", value, unit, note);
+    };
     std::printf("shape %s, backend %s, reps %d (median ms)\n", shape.c_str(), backend.c_str(), reps);
     std::printf("| measure | ms | ratio | target |\n|---|---|---|---|\n");
 
@@ -177,6 +193,9 @@ int main(int argc, char **argv) {
     }, sync);
     std::printf("| plain decode step | %.3f | | |\n", step);
     std::printf("| P2 chain of 16 verified in one pass | %.3f | %.2fx a step | <= 1.2x |\n", ver16, ver16 / step);
+    row("plain decode step", step);
+    row("P2 chain of 16 verified in one pass", ver16);
+    row("P2 chain of 16 / plain step", ver16 / step, "ratio", "target <= 1.2");
 
     // P3: tree verification vs root-to-leaf replay.
     struct Case { const char *name; Tree t; double target; };
@@ -192,6 +211,7 @@ int main(int argc, char **argv) {
             }, sync);
             std::printf("| P3 %s, %s (%d nodes) | %.3f | | |\n", c.name, a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY",
                         t.size(), ms);
+            row(std::string("P3 ") + c.name + ", " + (a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY"), ms);
             best = std::min(best, ms);
         }
         const auto leaves = t.leaves();
@@ -206,6 +226,9 @@ int main(int argc, char **argv) {
         }, sync);
         std::printf("| P3 %s, root-to-leaf replay (%zu paths) | %.3f | %.2fx (best tree / replay) | >= %.1fx |\n", c.name,
                     leaves.size(), replay, replay / best, c.target);
+        row(std::string("P3 ") + c.name + ", root-to-leaf replay", replay, "ms", std::to_string(leaves.size()) + " paths");
+        row(std::string("P3 ") + c.name + ", replay / best tree", replay / best, "ratio",
+            "target >= " + std::to_string(c.target).substr(0, 3));
     }
 
     // P4: commit 8 accepted tokens from factors vs replaying them.
@@ -234,6 +257,9 @@ int main(int argc, char **argv) {
     const double cm = commit_ms[commit_ms.size() / 2], rm = replay_ms[replay_ms.size() / 2];
     std::printf("| P4 commit of 8 tokens from factors | %.3f | | |\n", cm);
     std::printf("| P4 token replay of the same 8 | %.3f | %.2fx (replay / commit) | >= 5x |\n", rm, rm / cm);
+    row("P4 commit of 8 tokens from factors", cm);
+    row("P4 token replay of the same 8", rm);
+    row("P4 replay / commit", rm / cm, "ratio", "target >= 5");
 
     // P5: a speculative step = verify a 16-node tree + commit a 4-token path; deferred commit fuses
     // the state update into the next verification. Like a session's trees, this one has a single
@@ -256,6 +282,9 @@ int main(int argc, char **argv) {
     std::printf("| P5 verify + separate commit, per step | %.3f | | |\n", step_ms[0]);
     std::printf("| P5 verify + deferred commit, per step | %.3f | %.2fx (separate / deferred) | >= 1.5x |\n", step_ms[1],
                 step_ms[0] / step_ms[1]);
+    row("P5 verify + separate commit, per step", step_ms[0]);
+    row("P5 verify + deferred commit, per step", step_ms[1]);
+    row("P5 separate / deferred", step_ms[0] / step_ms[1], "ratio", "target >= 1.5");
 #ifdef SPECLA_WITH_CUDA
     if (auto *cb = dynamic_cast<cuda::CudaBackend *>(&be)) {
         // Kernel level: the state work of a step only (recurrence of every layer over the tree +
@@ -269,6 +298,9 @@ int main(int argc, char **argv) {
             std::printf("| P5 kernels: recurrence (%s) + separate commit | %.3f | | |\n", an, sep);
             std::printf("| P5 kernels: recurrence (%s) with the commit fused | %.3f | %.2fx (separate / fused) | >= 1.5x |\n",
                         an, fused, sep / fused);
+            row(std::string("P5 kernels: recurrence (") + an + ") + separate commit", sep);
+            row(std::string("P5 kernels: recurrence (") + an + ") with the commit fused", fused);
+            row(std::string("P5 kernels: recurrence (") + an + ") separate / fused", sep / fused, "ratio", "target >= 1.5");
         }
         // Chain recurrence alone (P2's 16 candidates, single root + 15): hybrid is one launch per layer.
         Tree chain17;
@@ -280,6 +312,8 @@ int main(int argc, char **argv) {
             const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
             std::printf("| kernels: recurrence of a 17-node chain, all layers, %s | %.3f | | |\n",
                         a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
+            row(std::string("kernels: recurrence of a 17-node chain, all layers, ") +
+                    (a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY"), ms);
         }
         for (const Case &c : cases) {
             be.copy_state(*base, *work);
@@ -288,6 +322,8 @@ int main(int argc, char **argv) {
                 const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
                 std::printf("| kernels: recurrence of %s, all layers, %s | %.3f | | |\n", c.name,
                             a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
+                row(std::string("kernels: recurrence of ") + c.name + ", all layers, " +
+                        (a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY"), ms);
             }
         }
     }
@@ -307,6 +343,10 @@ int main(int argc, char **argv) {
         std::printf("| activation scratch (not state) | %.2f MiB | | |\n", double(m.scratch_bytes) / 1048576.0);
         std::printf("| P8 baseline: per-node state snapshots for 16 nodes | %.2f MiB | 17x the state | |\n",
                     17.0 * double(m.state_bytes) / 1048576.0);
+        row("P8 plain-decoding state", double(m.state_bytes) / 1048576.0, "MiB");
+        row("P8 state + factors for 16 nodes", double(m.state_bytes + m.factor_bytes) / 1048576.0, "MiB");
+        row("P8 state + factors / state", ratio, "ratio", "target <= 1.1");
+        row("activation scratch (not state)", double(m.scratch_bytes) / 1048576.0, "MiB");
     }
-    return 0;
+    return json.write() ? 0 : 1;
 }

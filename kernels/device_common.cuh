@@ -31,7 +31,11 @@ __device__ __forceinline__ void pdl_trigger() {
 }
 
 // ---- diagnostics -----------------------------------------------------------------------------------
-// Stamps phase `phase` of a kernel-level trace slot (launch_common.cuh); thread 0 of each CTA.
+// Kernel-level trace slots (launch_common.cuh), built only with SPECLA_KERNEL_TRACE (the CMake option
+// of that name): without it SPECLA_OP_TRACE expands to nothing, the kernels' parameter blocks have no
+// trace pointer and no stamping code is compiled.
+#ifdef SPECLA_KERNEL_TRACE
+// Stamps phase `phase` of a kernel-level trace slot; thread 0 of each CTA.
 __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
     if (!slot || threadIdx.x != 0) return;
     unsigned long long t;
@@ -39,6 +43,10 @@ __device__ __forceinline__ void op_trace(unsigned long long *slot, int phase) {
     atomicMin(slot + 2 * phase, t);
     atomicMax(slot + 2 * phase + 1, t);
 }
+#define SPECLA_OP_TRACE(slot, phase) ::specla::kern::op_trace((slot), (phase))
+#else
+#define SPECLA_OP_TRACE(slot, phase) ((void)0)
+#endif
 
 // ---- loads ------------------------------------------------------------------------------------------
 // L2 policies of a decoding step: the ~3 GB of weights stream through the L2 (60 MB on the

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
     const int h = hv / (p.HV / p.H);
     const bool col_ok = j < V;
 
-    op_trace(p.trace, 0);
+    SPECLA_OP_TRACE(p.trace, 0);
     // The tile is written only by this layer's kernel of an earlier pass: prefetch before the wait.
     float S[KPT];
     // One load / store form with the policy chosen here (a branch between an evict-last load and a
@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
     gdn_tile_apply_pending<KPT, TPC>(S, p.pending, p.H, p.HV, K, V, h, hv, j, col_ok);
     pdl_wait();
     pdl_trigger();
-    op_trace(p.trace, 1);
+    SPECLA_OP_TRACE(p.trace, 1);
     for (int t = 0; t < p.n_pending; ++t) {
         const float u = col_ok ? p.pu[(int64_t(t) * p.HV + hv) * V + j] : 0.f;
         gdn_tile_apply<KPT, TPC>(S, p.pk + (int64_t(t) * p.H + h) * K, K, u, p.pg[int64_t(t) * p.HV + hv]);
@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
         const float beta = p.beta[int64_t(t) * p.gb_tstride + int64_t(hv) * p.gb_hstride];
         const float vj = col_ok ? p.v[int64_t(t) * p.v_tstride + int64_t(hv) * p.v_hstride + j] : 0.f;
         float u;
-        if (t == 0) op_trace(p.trace, 2);
+        if (t == 0) SPECLA_OP_TRACE(p.trace, 2);
         const float ov = gdn_tile_token<KPT, TPC>(S, qr, kr, vj, gl, beta, p.normalize != 0, p.q_scale, &u);
         if (l == 0 && col_ok) {
             p.o[int64_t(t) * p.o_tstride + int64_t(hv) * p.o_hstride + j] = ov;
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) gdn_recurrent_kernel(const Recurrent
         const int i = e * TPC + l;
         if (col_ok && i < K) st_policy(Srow + i, S[e], state_policy);
     }
-    op_trace(p.trace, 3);
+    SPECLA_OP_TRACE(p.trace, 3);
 }
 
 template <int KPT, int TPC>

@@ -41,7 +41,9 @@ struct RecurrentParams {
     // 1: the tile is read and written through an L2 evict-last policy (device_common.cuh), so that
     // it stays in L2 for the next step where the sequence's state fits (CudaBackend).
     int32_t l2_keep_state = 0;
+#ifdef SPECLA_KERNEL_TRACE
     unsigned long long *trace = nullptr;  // diagnostics: kOpTraceSlots words (launch_common.cuh)
+#endif
 };
 
 // Largest head_dim K the kernel instantiations cover.

@@ -1,5 +1,5 @@
 // One token of the Gated DeltaNet recurrence on a register tile of the state, shared by the
-// recurrent kernel (gdn_recurrent.cu) and the fused decoding step (decode_step.cu). A group of TPC
+// recurrent kernel (gdn_recurrent.cu) and the persistent step (bench/experiments/). A group of TPC
 // lanes owns one value column j; lane l holds S[i][j] for i = e*TPC + l (e < KPT) and the matching
 // entries of q and k. Device code only. CPU reference: cpu::gdn_step (backend/cpu/cpu_gdn.h).
 #pragma once

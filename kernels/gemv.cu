@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     float *rp = dyn + (p.pro == GemvPrologue::HeadNorm ? head_norm_floats(p.cols, p.head_dim) : 0);
     const int st = row_stride(p);
 
-    op_trace(p.trace, 0);
+    SPECLA_OP_TRACE(p.trace, 0);
     // Before the wait: what no kernel of the pass writes. The weight rows go last, so that the
     // small operands are not queued behind them.
     float nw[CPT][8];
@@ -170,12 +170,12 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
     gemv_load<CPT, RB, PAIRED>(wa, W, r_begin, r_end, L, nch);
     pdl_wait();
     pdl_trigger();
-    op_trace(p.trace, 1);
+    SPECLA_OP_TRACE(p.trace, 1);
     if (p.clear_after_wait && blockIdx.x == 0 && threadIdx.x == 0) *p.clear_after_wait = 0;
     gemv_load_residual(p, r_begin, r_end, rp);
     float xr[CPT][8];
     gemv_prologue_x<CPT>(p.pro, p.x, nw, p.eps, p.z, p.head_dim, p.use_gate, p.cols, xr, red32, head_ss);
-    op_trace(p.trace, 2);
+    SPECLA_OP_TRACE(p.trace, 2);
 
     unsigned long long best = 0;
     float scale = p.pro == GemvPrologue::RmsNorm ? -1.f : 1.f;  // the row sums' factor (rms_scale)
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(kMaxThreads) gemv_kernel(const GemvParams p) {
         lr += RL;
     }
     if (p.epi == GemvEpilogue::Logits) gemv_argmax_merge(p, best);
-    op_trace(p.trace, 3);
+    SPECLA_OP_TRACE(p.trace, 3);
 }
 
 // Fallback for any shape (cols not a multiple of 8, very long rows): x in shared memory, one warp

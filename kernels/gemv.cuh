@@ -57,7 +57,9 @@ struct GemvParams {
     // kernel of the stream is complete (the decoding step clears its pending-commit count here).
     int32_t *clear_after_wait = nullptr;
 
+#ifdef SPECLA_KERNEL_TRACE
     unsigned long long *trace = nullptr;  // diagnostics: kOpTraceSlots words (launch_common.cuh)
+#endif
     int32_t ctas_per_sm = 0;  // 0: as many as fit (occupancy); tuning knob for benchmarks
     int32_t force_generic = 0;  // use the scalar fallback kernel (tests)
 };

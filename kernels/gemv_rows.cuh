@@ -1,8 +1,8 @@
-// Row arithmetic shared by the GEMV kernels (gemv.cu, gemv_multi.cu) and the fused decoding step
-// (decode_step.cu): the per-thread partial dot product of 16-byte bf16 chunks with fp32 inputs, the
-// input-vector prologues, and the in_proj row epilogue. Device code only. The multi-row GEMV of
-// speculative verification reproduces the one-row kernel's arithmetic bit for bit by calling the
-// same functions with the same thread layout.
+// Row arithmetic shared by the GEMV kernels (gemv.cu, gemv_multi.cu) and the experimental persistent
+// decoding step (bench/experiments/persistent_step/decode_step.cu): the per-thread partial dot
+// product of 16-byte bf16 chunks with fp32 inputs, the input-vector prologues, and the in_proj row
+// epilogue. Device code only. The multi-row GEMV of speculative verification reproduces the
+// one-row kernel's arithmetic bit for bit by calling the same functions with the same thread layout.
 #pragma once
 
 #include "device_common.cuh"

@@ -25,12 +25,19 @@ struct PendingFactors {
     const float *u = nullptr;                // [nodes][HV*V] residuals
 };
 
-// Diagnostics (bench_decode --trace): a kernel given a trace slot of kOpTraceSlots words stamps
-// the global timer at kOpTracePhases points (entry, past the grid-dependency wait, input vector
-// ready, exit) as the earliest and the latest CTA: slot[2*phase] = min, slot[2*phase + 1] = max.
-// The host fills the minima with all ones and the maxima with zero before the step.
+// Diagnostics (bench_decode --trace), only in a build with SPECLA_KERNEL_TRACE (CMake option
+// SPECLA_KERNEL_TRACE, off by default; kOpTraceBuilt says which): a kernel given a trace slot of
+// kOpTraceSlots words stamps the global timer at kOpTracePhases points (entry, past the
+// grid-dependency wait, input vector ready, exit) as the earliest and the latest CTA:
+// slot[2*phase] = min, slot[2*phase + 1] = max. The host fills the minima with all ones and the
+// maxima with zero before the step. Without the option the product kernels have no trace slots.
 constexpr int32_t kOpTracePhases = 4;
 constexpr int32_t kOpTraceSlots = 2 * kOpTracePhases;
+#ifdef SPECLA_KERNEL_TRACE
+constexpr bool kOpTraceBuilt = true;
+#else
+constexpr bool kOpTraceBuilt = false;
+#endif
 
 }  // namespace kern
 }  // namespace specla

@@ -5,7 +5,9 @@
 #   tools/device/pack_prebuilt.sh [BUILD_DIR] [PROGRAM ...]
 #     BUILD_DIR  default build-cuda
 #     PROGRAM    default: specla_internal_tests bench_decode specla_api_tests libspecla.so.0
-#                (also known: bench_step_floor bench_verify bench_generate)
+#                (also known: bench_verify bench_generate; from a build configured with
+#                -DSPECLA_BUILD_EXPERIMENTS=ON: bench_step_floor bench_persistent_step
+#                specla_experiment_tests)
 #
 # Each program is stripped and compressed into .deps/prebuilt/NAME.xz (the folder is emptied
 # first); the run-time libraries the device lacks (mimalloc, PCRE2 8-bit) are copied from
@@ -25,6 +27,7 @@ case "$build" in /*) ;; *) build="$root/$build" ;; esac
 where() {  # the built file of a program
     case "$1" in
         specla_internal_tests | specla_api_tests) echo "$build/tests/$1" ;;
+        bench_step_floor | bench_persistent_step | specla_experiment_tests) echo "$build/bench/experiments/$1" ;;
         bench_*) echo "$build/bench/$1" ;;
         libspecla.so.0) readlink -f "$build/libspecla.so.0" ;;
         *) echo "unknown program: $1" >&2; return 1 ;;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
-#                                 [verify] [api] [specbench] [verifycheck] [trace]
+#                                 [verify] [api] [specbench] [verifycheck] [trace] [floor]
+#                                 [experiments]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
 # build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
@@ -11,10 +12,17 @@
 #   api          the public-API CUDA speculative tests, "cuda:*" (api.log)
 #   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts, both
 #                --backend cuda (specbench.log)
-#   trace        bench_decode --trace: the kernel timeline of the per-op decoding step and the phase
-#                timeline of the persistent one (trace.log)
-#   floor        bench_step_floor: what the step's structure allows (weight stream, kernel chain
-#                without work, persistent skeleton), compared in one run (floor.log)
+#   trace        bench_decode --trace: the kernel timeline of the per-op decoding step (trace.log),
+#                from a second build tree configured with -DSPECLA_KERNEL_TRACE=ON (build-cuda-trace,
+#                bench_decode only): the default build's kernels have no trace slots
+#   floor        bench_step_floor (an experiment, bench/experiments/step_floor): what the step's
+#                structure allows (weight stream, kernel chain without work, persistent skeleton),
+#                compared in one run (floor.log)
+#   experiments  the persistent decoding step (bench/experiments/persistent_step): its bitwise
+#                tests (specla_experiment_tests, experiments.log; the bitwise case also under
+#                compute-sanitizer memcheck, experiments_memcheck.log) and bench_persistent_step
+#                (per-op vs persistent ms per step, its phase timeline; persistent.log)
+# floor and experiments configure the build with -DSPECLA_BUILD_EXPERIMENTS=ON.
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -64,7 +72,17 @@ build="$root/build-cuda"
 tests_bin="$build/tests/specla_internal_tests"
 api_bin="$build/tests/specla_api_tests"
 bench_bin="$build/bench/bench_decode"
-floor_bin="$build/bench/bench_step_floor"
+floor_bin="$build/bench/experiments/bench_step_floor"
+exp_tests_bin="$build/bench/experiments/specla_experiment_tests"
+persistent_bin="$build/bench/experiments/bench_persistent_step"
+trace_build="$root/build-cuda-trace"
+trace_bin="$trace_build/bench/bench_decode"
+exp_flag="-DSPECLA_BUILD_EXPERIMENTS=OFF"
+exp_targets=""
+if has floor || has experiments; then
+    exp_flag="-DSPECLA_BUILD_EXPERIMENTS=ON"
+    exp_targets="bench_step_floor bench_persistent_step specla_experiment_tests"
+fi
 
 if has build; then
     gen=""
@@ -72,15 +90,24 @@ if has build; then
     {
         cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
             -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
-            -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
+            -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $exp_flag &&
         timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests \
-            bench_decode specla_api_tests bench_verify bench_generate bench_step_floor
+            bench_decode specla_api_tests bench_verify bench_generate $exp_targets
     } >"$OUT/build.log" 2>&1
     rc=$?
     note "== build: rc=$rc after $(elapsed) s"
     if [ $rc -ne 0 ]; then
         grep -E "error|Error|FAILED" "$OUT/build.log" | head -40 | tee -a "$summary"
         steps="$steps prebuilt"
+    fi
+    if has trace; then
+        {
+            cmake -S "$root" -B "$trace_build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
+                -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=OFF -DSPECLA_BUILD_BENCH=ON \
+                -DSPECLA_BUILD_BINDINGS=OFF -DSPECLA_KERNEL_TRACE=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
+            timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$trace_build" -j "$(nproc)" --target bench_decode
+        } >"$OUT/build_trace.log" 2>&1
+        note "== build with trace slots (bench_decode): rc=$? after $(elapsed) s"
     fi
 fi
 # Programs built elsewhere (same toolkit), carried in .deps/prebuilt (tools/device/pack_prebuilt.sh):
@@ -102,6 +129,8 @@ if has prebuilt; then
     if unpack specla_internal_tests; then tests_bin=/tmp/specla-prebuilt/specla_internal_tests; found=1; fi
     if unpack bench_decode; then bench_bin=/tmp/specla-prebuilt/bench_decode; found=1; fi
     if unpack bench_step_floor; then floor_bin=/tmp/specla-prebuilt/bench_step_floor; found=1; fi
+    if unpack bench_persistent_step; then persistent_bin=/tmp/specla-prebuilt/bench_persistent_step; found=1; fi
+    if unpack specla_experiment_tests; then exp_tests_bin=/tmp/specla-prebuilt/specla_experiment_tests; found=1; fi
     # The public-API tests with the shared library they link.
     if unpack specla_api_tests && unpack libspecla.so.0; then
         api_bin=/tmp/specla-prebuilt/specla_api_tests
@@ -154,14 +183,29 @@ if has tests; then
 fi
 
 if has trace; then
-    timeout 120 "$bench_bin" --trace >"$OUT/trace.log" 2>&1
-    note "== bench_decode --trace: rc=$? after $(elapsed) s"
+    timeout 120 "$trace_bin" --trace >"$OUT/trace.log" 2>&1
+    note "== bench_decode --trace (build with trace slots): rc=$? after $(elapsed) s"
     sed -n '/kernel-per-op step timeline/,$p' "$OUT/trace.log" >>"$summary"
 fi
 if has floor; then
     timeout "${SPECLA_FLOOR_LIMIT:-120}" "$floor_bin" >"$OUT/floor.log" 2>&1
     note "== bench_step_floor: rc=$? after $(elapsed) s"
     grep -vE '^check' "$OUT/floor.log" | tail -45 >>"$summary"
+fi
+if has experiments; then
+    timeout "${SPECLA_EXPERIMENTS_LIMIT:-240}" "$exp_tests_bin" --no-intro=true >"$OUT/experiments.log" 2>&1
+    note "== experiment tests (persistent step): rc=$? after $(elapsed) s"
+    grep -E "seed|persistent|rel err|skipped|ERROR|FAILED|test cases|assertions" "$OUT/experiments.log" | head -60 >>"$summary"
+    if command -v compute-sanitizer >/dev/null; then
+        # Not racecheck: it misreads the persistent step's ring (see below).
+        timeout "${SPECLA_MEMCHECK_LIMIT:-240}" compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 \
+            "$exp_tests_bin" --no-intro=true -tc="persistent step: bitwise*" >"$OUT/experiments_memcheck.log" 2>&1
+        note "== compute-sanitizer memcheck (persistent step: bitwise*): rc=$? after $(elapsed) s"
+        grep -E "ERROR SUMMARY|Invalid|test cases|timed out" "$OUT/experiments_memcheck.log" | head -12 >>"$summary"
+    fi
+    timeout 180 "$persistent_bin" >"$OUT/persistent.log" 2>&1
+    note "== bench_persistent_step: rc=$? after $(elapsed) s"
+    cat "$OUT/persistent.log" >>"$summary"
 fi
 if has bench; then
     # SPECLA_BENCH_ARGS: extra arguments (e.g. --trace --repeats 9).
@@ -183,12 +227,13 @@ sanitize() {  # tool, filter, limit, log name
 # replay included) and the block path with its cuBLAS calls under memcheck; the kernels that use
 # shared memory (and the per-op decoding step) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
-has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: the persistent*,cuda backend: device sampling*,cuda backend: blocks*" \
+has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: device sampling*,cuda backend: blocks*" \
     "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
-# The persistent step is left out of racecheck: racecheck reports its ring stages' shared-memory
-# reads against the next bulk copy into the stage, an order it does not follow through the stage's
-# "empty" mbarrier (every consumer warp arrives after its reads; the producer waits for that phase
-# before it issues the copy). memcheck covers it.
+# The persistent step (an experiment; its memcheck run is in the `experiments` step) is never run
+# under racecheck: racecheck reports its ring stages' shared-memory reads against the next bulk
+# copy into the stage, an order it does not follow through the stage's "empty" mbarrier (every
+# consumer warp arrives after its reads; the producer waits for that phase before it issues the
+# copy).
 has racecheck && sanitize racecheck "cuda kernels: chunk*,cuda kernels: block conv*,cuda kernels: recurrent*,cuda kernels: in_proj*,cuda backend: decoding*" \
     "${SPECLA_RACECHECK_LIMIT:-120}" racecheck
 has racecheck && sanitize racecheck "cuda kernels: bf16 GEMV*" "${SPECLA_RACECHECK_LIMIT:-120}" racecheck_gemv

@@ -158,8 +158,6 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
             st->W = cv.take<float>(HV * Tp * K);
             st->U = cv.take<float>(HV * Tp * V);
         }
-        st->d_layers = cv.take<kern::DecodeLayer>(L);
-        st->d_barrier = cv.take<unsigned int>(1);
         st->d_tokens = cv.take<int32_t>(Tm);
         st->d_sampled = cv.take<int32_t>(1);
         st->d_argmax = cv.take<unsigned long long>(1);
@@ -192,23 +190,6 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     check(cublasSetWorkspace(st->cublas, st->cublas_workspace, st->cublas_workspace_bytes), "cublasSetWorkspace");
     check(cublasSetMathMode(st->cublas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     init_verify(*st, limits);
-    // The persistent decoding step: per-layer pointers of this state (the factor buffers of a
-    // deferred commit included), barrier counter at zero.
-    st->fused = options_.fused_decode && kern::decode_step_supported(decode_step_params(nullptr), device_);
-    std::vector<kern::DecodeLayer> layers(L);
-    for (size_t l = 0; l < L; ++l) {
-        const DeviceLayer &w = weights_->layers[l];
-        kern::DecodeLayer &d = layers[l];
-        d.in_proj = w.in_proj, d.o_proj = w.o_proj, d.gate_up = w.gate_up, d.down = w.down;
-        d.attn_norm = w.attn_norm, d.conv_w = w.conv, d.A_log = w.A_log, d.dt_bias = w.dt_bias;
-        d.o_norm = w.o_norm, d.mlp_norm = w.mlp_norm;
-        d.state = st->recurrent + l * size_t(c.recurrent_state_floats_per_layer());
-        d.conv_cache = st->conv ? st->conv + l * size_t(c.conv_cache_floats_per_layer()) : nullptr;
-        d.pending = pending_of(*st, int(l));
-    }
-    check(cudaMemcpyAsync(st->d_layers, layers.data(), L * sizeof(kern::DecodeLayer), cudaMemcpyHostToDevice, st->stream),
-          "cudaMemcpyAsync(layers)");
-    check(cudaMemsetAsync(st->d_barrier, 0, sizeof(unsigned int), st->stream), "cudaMemsetAsync(barrier)");
     reset_state(*st);
     check(cudaStreamSynchronize(st->stream), "cudaStreamSynchronize");
     return st;
@@ -275,7 +256,7 @@ void CudaBackend::ensure_graph(CudaSequenceState &st) {
             continue;
         }
         st.graph = exec;
-        st.decode_mode = std::string(st.fused ? "fused" : "per-op") + (tries[i] && !st.fused ? ", graph+pdl" : ", graph");
+        st.decode_mode = std::string("per-op") + (tries[i] ? ", graph+pdl" : ", graph");
         return;
     }
     st.graph_failed = true;
@@ -293,7 +274,7 @@ void CudaBackend::run_decode(CudaSequenceState &st) {
     } else {
         enqueue_decode(st, options_.use_pdl);
         st.eager_steps += 1;
-        if (!options_.use_graph || st.graph_failed) st.decode_mode = std::string(st.fused ? "fused" : "per-op") + ", eager";
+        if (!options_.use_graph || st.graph_failed) st.decode_mode = "per-op, eager";
     }
     pending_consumed(st);  // the step's lm_head GEMV clears the device count
 }
@@ -382,8 +363,6 @@ float CudaBackend::time_decode_steps(SequenceState &state, int32_t token, int32_
 }
 
 std::string CudaBackend::decode_mode(SequenceState &state) const { return cast(state).decode_mode; }
-
-const float *CudaBackend::device_logits(SequenceState &state) const { return cast(state).logits; }
 
 }  // namespace cuda
 

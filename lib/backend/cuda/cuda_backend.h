@@ -35,7 +35,6 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/cuda_weights.h"
 #include "engine/backend.h"
-#include "decode_step.cuh"
 #include "launch_common.cuh"
 #include "memory/gpu_arena.h"
 #include "sampling.cuh"
@@ -48,17 +47,12 @@ struct CudaBackendOptions {
     bool use_graph = true;          // replay a captured graph per decoding step
     bool use_pdl = true;            // programmatic dependent launch between kernels
     int32_t chunk_min_tokens = 64;  // blocks of at least this many tokens use the chunk (WY) form
-    // One persistent kernel per decoding step (kernels/decode_step.cuh: a producer warp per SM
-    // streams the weights through shared memory across the phase barriers) instead of one kernel
-    // per op. Bitwise the same results (tested), deferred commits included, but measured slower on
-    // the H200 (GDN-1.3B: 1.72 vs 1.09 ms per step; see decode_step.cuh for where its time goes),
-    // so off by default.
-    bool fused_decode = false;
-    // Diagnostics for benchmarks: device buffer that the persistent step fills with phase
-    // timestamps (kern::DecodeStepParams::trace), or, for the kernel-per-op step, with each
-    // kernel's timeline (kern::kOpTraceSlots words per kernel: in_proj, recurrent, o_proj, gate_up,
-    // down per layer, then lm_head); null in normal use.
+#ifdef SPECLA_KERNEL_TRACE
+    // Diagnostics (bench_decode --trace; only in a build with SPECLA_KERNEL_TRACE): device buffer
+    // that the decoding step's kernels fill with their timeline (kern::kOpTraceSlots words per
+    // kernel: in_proj, recurrent, o_proj, gate_up, down per layer, then lm_head); null in normal use.
     unsigned long long *decode_trace = nullptr;
+#endif
 };
 
 std::unique_ptr<Backend> create_cuda_backend_ex(const ModelConfig &config, const ModelWeights &weights,
@@ -92,9 +86,6 @@ struct CudaSequenceState final : SequenceState {
     float *G = nullptr, *QK = nullptr, *Pm = nullptr, *Tb = nullptr, *Tu = nullptr, *W = nullptr, *U = nullptr;
     int32_t *d_tokens = nullptr, *d_sampled = nullptr;
     unsigned long long *d_argmax = nullptr;
-    bool fused = false;                       // the decoding step is one persistent kernel
-    kern::DecodeLayer *d_layers = nullptr;    // its per-layer pointers (device)
-    unsigned int *d_barrier = nullptr;        // its grid barrier words
     void *cublas_workspace = nullptr;
     size_t cublas_workspace_bytes = 0;
     kern::SamplingBuffers sampling;
@@ -144,7 +135,7 @@ struct CudaSequenceState final : SequenceState {
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
     cudaGraphExec_t graph = nullptr;
-    std::string decode_mode = "eager";  // "fused|per-op" + ", graph+pdl" / ", graph" / ", eager"
+    std::string decode_mode = "eager";  // "per-op" + ", graph+pdl" / ", graph" / ", eager"
     int64_t eager_steps = 0;
     bool graph_failed = false;
 };
@@ -195,8 +186,10 @@ public:
     // between CUDA events around them, with no host synchronisation between steps.
     float time_decode_steps(SequenceState &state, int32_t token, int32_t steps);
     std::string decode_mode(SequenceState &state) const;
-    // The device copy of the last logits row the state produced (vocab floats).
-    const float *device_logits(SequenceState &state) const;
+    // The factors of the deferred commit pending in `st` for one layer (applied by the next pass's
+    // recurrent kernels while the device count is > 0), for a decoding step run outside the
+    // backend on the state's buffers (bench/experiments/persistent_step).
+    kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
 
 private:
     CudaSequenceState &cast(SequenceState &s) const;
@@ -211,9 +204,6 @@ private:
                    int32_t n, float *y, float beta);
     // Speculative verification (cuda_verify.cpp).
     void init_verify(CudaSequenceState &st, const SessionLimits &limits);
-    kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
-    // The persistent step's parameters: the model's shape and weights, and with `st` its buffers.
-    kern::DecodeStepParams decode_step_params(const CudaSequenceState *st) const;
     // The decoding step / a block consumed the pending factors inside its recurrent kernels.
     void pending_consumed(CudaSequenceState &st);
     struct TreeLaunch;

@@ -21,24 +21,6 @@ float beta_scale(const ModelConfig &c) { return c.allow_neg_eigval ? 2.f : 1.f; 
 
 }  // namespace
 
-kern::DecodeStepParams CudaBackend::decode_step_params(const CudaSequenceState *st) const {
-    const ModelConfig &c = config_;
-    const InProjLayout lay(c);
-    kern::DecodeStepParams p;
-    p.n_layers = c.num_layers, p.D = int32_t(c.hidden_size), p.H = c.num_heads, p.HV = c.num_v_heads;
-    p.K = c.head_k_dim, p.V = c.head_v_dim, p.I = int32_t(c.intermediate_size), p.vocab = c.vocab_size;
-    p.conv_size = c.conv_size, p.use_conv = c.use_short_conv, p.use_gate = c.use_gate;
-    p.R = lay.rows, p.CC = c.conv_channels(), p.row_g = lay.g, p.row_a = lay.a, p.row_b = lay.b;
-    p.eps = c.norm_eps, p.beta_scale = beta_scale(c), p.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
-    p.emb = weights_->embeddings, p.lm_head = weights_->lm_head, p.final_norm = weights_->final_norm;
-    if (st) {
-        p.layers = st->d_layers, p.token = st->d_tokens;
-        p.h = st->h, p.proj = st->proj, p.o = st->o, p.act = st->gu, p.logits = st->logits;
-        p.argmax = st->d_argmax, p.pending_desc = st->desc, p.barrier = st->d_barrier;
-    }
-    return p;
-}
-
 void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     const ModelConfig &c = config_;
     const InProjLayout lay(c);
@@ -50,20 +32,16 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     first.pdl = false;  // its predecessor is a copy, not a kernel
 
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, 4, cudaMemcpyHostToDevice, st.stream), "copy token");
-    if (st.fused) {
-        kern::DecodeStepParams p = decode_step_params(&st);
-        p.trace = options_.decode_trace;
-        // The barrier counter back to zero every step, so that one failed step cannot poison the next.
-        check(cudaMemsetAsync(st.d_barrier, 0, sizeof(unsigned int), st.stream), "reset barrier");
-        check(kern::launch_decode_step(p, ctx), "fused decoding step");
-        check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
-        return;
-    }
     check(kern::launch_embedding(weights_->embeddings, st.d_tokens, 1, D, st.h, st.d_argmax, first), "embedding");
+#ifdef SPECLA_KERNEL_TRACE
     int kernel_index = 0;  // in the step: trace slots
     auto trace = [&]() {
         return options_.decode_trace ? options_.decode_trace + kern::kOpTraceSlots * kernel_index++ : nullptr;
     };
+#define SPECLA_SET_TRACE(params) (params).trace = trace()
+#else
+#define SPECLA_SET_TRACE(params) ((void)0)
+#endif
 
     for (int l = 0; l < c.num_layers; ++l) {
         const DeviceLayer &w = weights_->layers[size_t(l)];
@@ -77,7 +55,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         in.row_a = lay.a, in.row_b = lay.b, in.A_log = w.A_log, in.dt_bias = w.dt_bias;
         in.beta_scale = beta_scale(c);
         in.silu_z = c.use_gate;  // o_proj's head norm takes the gate as computed here
-        in.trace = trace();
+        SPECLA_SET_TRACE(in);
         check(kern::launch_gemv(in, ctx), "in_proj");
 
         kern::RecurrentParams rp;
@@ -92,7 +70,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         rp.normalize = 1, rp.q_scale = 1.f / std::sqrt(float(K));
         rp.pending = pending_of(st, l);  // deferred commit: applied when the device count is > 0
         rp.l2_keep_state = keep_state_in_l2_;
-        rp.trace = trace();
+        SPECLA_SET_TRACE(rp);
         check(kern::launch_gdn_recurrent(rp, ctx), "recurrent step");
 
         kern::GemvParams op;
@@ -100,21 +78,21 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
         op.pro = kern::GemvPrologue::HeadNorm, op.x = st.o, op.norm_w = w.o_norm, op.eps = c.norm_eps;
         op.z = c.use_gate ? st.proj + lay.g : nullptr, op.head_dim = V, op.use_gate = c.use_gate ? 2 : 0;
         op.epi = kern::GemvEpilogue::Add, op.out = st.h;
-        op.trace = trace();
+        SPECLA_SET_TRACE(op);
         check(kern::launch_gemv(op, ctx), "o_proj");
 
         kern::GemvParams gu;
         gu.w = w.gate_up, gu.rows = 2 * I, gu.cols = D;
         gu.pro = kern::GemvPrologue::RmsNorm, gu.x = st.h, gu.norm_w = w.mlp_norm, gu.eps = c.norm_eps;
         gu.epi = kern::GemvEpilogue::SwiGLU, gu.out = st.gu;
-        gu.trace = trace();
+        SPECLA_SET_TRACE(gu);
         check(kern::launch_gemv(gu, ctx), "gate_up");
 
         kern::GemvParams dn;
         dn.w = w.down, dn.rows = D, dn.cols = I;
         dn.pro = kern::GemvPrologue::None, dn.x = st.gu;
         dn.epi = kern::GemvEpilogue::Add, dn.out = st.h;
-        dn.trace = trace();
+        SPECLA_SET_TRACE(dn);
         check(kern::launch_gemv(dn, ctx), "down");
     }
 
@@ -123,9 +101,10 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     lm.pro = kern::GemvPrologue::RmsNorm, lm.x = st.h, lm.norm_w = weights_->final_norm, lm.eps = c.norm_eps;
     lm.epi = kern::GemvEpilogue::Logits, lm.out = st.logits, lm.argmax = st.d_argmax;
     lm.clear_after_wait = st.desc;  // every layer has applied the pending factors by then
-    lm.trace = trace();
+    SPECLA_SET_TRACE(lm);
     check(kern::launch_gemv(lm, ctx), "lm_head");
     check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
+#undef SPECLA_SET_TRACE
 }
 
 // Y[n][rows] (fp32, row-major) = X[n][cols] (bf16) * W[rows][cols]^T + beta * Y.

@@ -19,13 +19,13 @@
 //   * the same chain with split-K hand-offs (stream_splitk): down fused into gate_up's kernel and
 //     o_proj into the recurrence's, so that a layer has 3 kernels instead of 5, each fused kernel
 //     adding its 2048 partial outputs per CTA into the output (atomics, bulk reductions, clusters);
-//   * a persistent step (step_floor/persistent_step.cuh): one CTA per SM, a producer warp streaming
+//   * a persistent step (persistent_step.cuh): one CTA per SM, a producer warp streaming
 //     every matrix of the step into a ring of shared-memory slots, consumer warps computing the
 //     step (RMSNorm, in_proj, a delta-rule recurrence on the state, gated head norm, o_proj with the
 //     residual, SwiGLU, down, lm_head and argmax) with a grid barrier after each of the five stages
 //     of a layer; with diagnostics that drop the barriers, or everything but the stream.
 // Before timing, the persistent step's logits, residual stream and state are compared with the same
-// math run as one plain kernel per operation (step_floor/reference.cuh), for both copy mechanisms and
+// math run as one plain kernel per operation (reference.cuh), for both copy mechanisms and
 // both slot layouts (plus --checks N more). Left out of the skeleton: the short convolution, GDN's
 // exact gate functions and the bit-for-bit arithmetic that verification shares with decoding.
 // Tokens/s = 1 / step time; "ceiling" = (weights + 2 x state) / step time / copy ceiling.
@@ -41,11 +41,11 @@
 #include <vector>
 
 #include "op_timeline.h"
-#include "step_floor/model.cuh"
-#include "step_floor/persistent_step.cuh"
-#include "step_floor/reference.cuh"
-#include "step_floor/step_params.cuh"
-#include "step_floor/stream_reads.cuh"
+#include "model.cuh"
+#include "persistent_step.cuh"
+#include "reference.cuh"
+#include "step_params.cuh"
+#include "stream_reads.cuh"
 
 using namespace step_floor;
 

@@ -19,11 +19,11 @@
 // GEMV that mirrors gemv.cu, agree bit for bit. CPU references as listed in gemv.cuh and
 // gdn_recurrent.cuh.
 //
-// Status (H200, GDN-1.3B, measured with bench_decode --trace): 1.72 ms per step against 1.09 ms
-// for one kernel per op with PDL (1.26 before that path's latency and load work), so the backend
-// leaves it off by default
-// (CudaBackendOptions::fused_decode). A layer takes ~68 us against ~26 us of weight streaming, and
-// the consumers, not the stream, set it: the producer is ahead at every phase, and limiting it to
+// Status (H200, GDN-1.3B, measured with bench_decode --trace, whose rows for this step are now
+// bench_persistent_step's): 1.72 ms per step against 1.09 ms for one kernel per op with PDL (1.26
+// before that path's latency and load work), so it is an experiment outside the product
+// (persistent_step.h runs it on a backend's state). A layer takes ~68 us against ~26 us of weight
+// streaming, and the consumers, not the stream, set it: the producer is ahead at every phase, and limiting it to
 // 1, 2 or 3 stages in flight changes nothing. Per layer: in_proj prologue ~4 us, rows ~10 us
 // (~26 KB/us per SM), barrier ~3.5 us, recurrent phase ~5.5 us, barrier ~2.5 us, gated-norm
 // prologue ~8 us, o_proj rows ~2.5 us, barrier ~2.3 us, gate_up prologue ~3 us, rows ~12 us,
@@ -83,8 +83,7 @@ struct DecodeStepParams {
 };
 constexpr int kDecodeTraceEvents = 24;
 
-// Whether the persistent step covers the model's shape on this device (otherwise the backend runs
-// one kernel per op). Also prepares the kernel (shared-memory limit) for launch_decode_step.
+// Whether the persistent step covers the model's shape on this device. Also prepares the kernel (shared-memory limit) for launch_decode_step.
 // Reads the shape fields of `p` (D, H, HV, K, V, I, R, conv_size).
 bool decode_step_supported(const DecodeStepParams &p, int32_t device);
 
