@@ -46,7 +46,7 @@ std::string pycode() { return test::models_dir() + "/gdn-pycode-22m"; }
 // `status` is `want` and the message mentions `needle`.
 void expect_error(specla_status got, specla_status want, const std::string &needle) {
     const std::string msg = specla_last_error();
-    INFO("status ", specla_status_string(got), ", message: ", msg);
+    INFO("status ", std::string(specla_status_string(got)), ", message: ", msg);
     CHECK(got == want);
     CHECK(contains(msg, needle));
 }
@@ -130,7 +130,7 @@ struct Output {
 
 // Text generation from kPrompt on a fresh session, plain or speculative, then a second call on the
 // same session continuing from it (the session must stay usable).
-Output generate(specla_model *m, specla_sampling_params sampling, bool speculative, int32_t max_tokens = 40) {
+Output generate(specla_model *m, specla_sampling_params sampling, bool speculative, int32_t max_tokens = 24) {
     Output o;
     test::SessionHandle s(m);
     Streamed streamed;
@@ -169,15 +169,23 @@ specla_sampling_params sampled(uint64_t seed, int32_t top_k = 0, float top_p = 1
 
 }  // namespace
 
+// The padded copy, written once for all subcases (doctest reruns the test body per subcase).
+const std::string &padded_folder(specla_model *original) {
+    static test::TempDir dir;
+    static bool written = false;
+    if (!written) {
+        const Output greedy_ref = generate(original, specla_sampling_default_params(), false);
+        REQUIRE(greedy_ref.status == SPECLA_OK);
+        const std::set<int32_t> seen(greedy_ref.ids.begin(), greedy_ref.ids.end());
+        write_padded_copy(dir.path, std::vector<int32_t>(seen.begin(), seen.end()));
+        written = true;
+    }
+    return dir.path;
+}
+
 TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never generated") {
     test::ModelHandle original(pycode());
-    const Output greedy_ref = generate(original.m, specla_sampling_default_params(), false);
-    REQUIRE(greedy_ref.status == SPECLA_OK);
-    const std::set<int32_t> seen(greedy_ref.ids.begin(), greedy_ref.ids.end());
-
-    test::TempDir dir;
-    write_padded_copy(dir.path, std::vector<int32_t>(seen.begin(), seen.end()));
-    test::ModelHandle padded(dir.path);
+    test::ModelHandle padded(padded_folder(original.m));
     CHECK(padded.info().vocab_size == kPaddedVocab);
     const specla_tokenizer *tok = nullptr;
     REQUIRE(specla_model_tokenizer(padded.m, &tok) == SPECLA_OK);
@@ -197,7 +205,6 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
             specla_sampling_params sampling;
         };
         const Case cases[] = {{"greedy", specla_sampling_default_params()},
-                              {"sampled", sampled(11)},
                               {"sampled top-k 50", sampled(12, 50)},
                               {"sampled top-p 0.9", sampled(13, 0, 0.9f)}};
         for (const Case &c : cases) {
