@@ -80,6 +80,34 @@ bool print_piece(int32_t, const char *piece, void *) {
     return true;
 }
 
+// Generated ids as they come: the buffer grows with the output, not with the budget (a
+// --max-tokens of 2^31 - 1 must not ask for 8 GiB up front).
+bool collect_id(int32_t token, const char *, void *ud) {
+    if (token >= 0) static_cast<std::vector<int32_t> *>(ud)->push_back(token);
+    return true;
+}
+
+// The prompt text as ids, as specla_generate_text would tokenize it (BOS per the tokenizer's
+// default, special tokens parsed), but with its length: text after a NUL byte is kept.
+std::vector<int32_t> tokenize_prompt(const Loaded &l, const std::string &text) {
+    const specla_tokenizer *tok = nullptr;
+    specla_status st = specla_model_tokenizer(l.model, &tok);
+    if (st != SPECLA_OK) die("cannot generate from text", st);
+    specla_tokenizer_info info{};
+    specla_tokenizer_get_info(tok, &info);
+    size_t n = 0;
+    st = specla_tokenize(tok, text.data(), text.size(), info.add_bos_default, true, nullptr, 0, &n);
+    if (st != SPECLA_OK && st != SPECLA_ERR_CAPACITY) die("cannot tokenize the prompt", st);
+    std::vector<int32_t> ids(n);
+    st = specla_tokenize(tok, text.data(), text.size(), info.add_bos_default, true, ids.data(), ids.size(), &n);
+    if (st != SPECLA_OK) die("cannot tokenize the prompt", st);
+    if (ids.empty()) {
+        std::fprintf(stderr, "specla: the prompt is empty\n");
+        std::exit(2);
+    }
+    return ids;
+}
+
 struct Speculation {
     bool on = false;
     specla_spec_params params = specla_spec_default_params();
@@ -107,23 +135,11 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
     gp.stop_strings = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
     gp.n_stop_strings = stop_ptrs.size();
 
-    const auto t0 = std::chrono::steady_clock::now();
-    size_t n = 0;
-    if (!tokens.empty()) {
-        const std::vector<int32_t> ids = parse_ids(tokens);
-        std::vector<int32_t> out(size_t(std::max(gp.max_tokens, 0)));
-        specla_status st;
-        if (drafter) {
-            spec.params.generate = gp;
-            st = specla_generate_speculative(l.session, drafter, ids.data(), ids.size(), spec.params, out.data(),
-                                             out.size(), &n, &stats);
-        } else {
-            st = specla_generate(l.session, ids.data(), ids.size(), gp, out.data(), out.size(), &n);
-        }
-        if (st != SPECLA_OK) die("generation failed", st);
-        for (size_t i = 0; i < n; ++i) std::printf(i ? ",%d" : "%d", out[i]);
-        std::printf("\n");
-    } else {
+    // Both inputs become ids; generated ids reach us through on_token (no buffer sized by the
+    // budget), and with a tokenizer the pieces stream the text.
+    const bool text_input = tokens.empty();
+    std::vector<int32_t> ids, out;
+    if (text_input) {
         std::string text = prompt;
         if (!prompt_file.empty()) {
             std::ifstream in(prompt_file, std::ios::binary);
@@ -135,21 +151,31 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
             ss << in.rdbuf();
             text = ss.str();
         }
+        ids = tokenize_prompt(l, text);
         gp.on_token = print_piece;
         if (!quiet) {  // the prompt first, so the continuation reads in place
-            std::fputs(text.c_str(), stdout);
+            std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
         }
-        specla_status st;
-        if (drafter) {
-            spec.params.generate = gp;
-            st = specla_generate_speculative_text(l.session, drafter, text.c_str(), spec.params, nullptr, &n, &stats);
-        } else {
-            st = specla_generate_text(l.session, text.c_str(), gp, nullptr, &n);
-        }
-        if (st != SPECLA_OK) die("generation failed", st);
-        std::printf("\n");
+    } else {
+        ids = parse_ids(tokens);
+        gp.on_token = collect_id;
+        gp.user_data = &out;
     }
+    const auto t0 = std::chrono::steady_clock::now();
+    size_t n = 0;
+    specla_status st;
+    if (drafter) {
+        spec.params.generate = gp;
+        st = specla_generate_speculative(l.session, drafter, ids.data(), ids.size(), spec.params, nullptr, 0, &n,
+                                         &stats);
+    } else {
+        st = specla_generate(l.session, ids.data(), ids.size(), gp, nullptr, 0, &n);
+    }
+    if (st != SPECLA_OK) die("generation failed", st);
+    if (!text_input)
+        for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
+    std::printf("\n");
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!quiet) {
         std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
@@ -219,7 +245,8 @@ int main(int argc, char **argv) {
     auto *inputs = gen->add_option_group("input", "the prompt");
     inputs->add_option("--tokens", gen_tokens, "prompt as comma-separated token ids; prints generated ids");
     inputs->add_option("--prompt", prompt, "prompt text; streams generated text");
-    inputs->add_option("--prompt-file", prompt_file, "file holding the prompt text")->check(CLI::ExistingFile);
+    inputs->add_option("--prompt-file", prompt_file, "file holding the prompt text (all its bytes, NUL included)")
+        ->check(CLI::ExistingFile);
     inputs->require_option(1);
     gen->add_option("--max-tokens", gp.max_tokens, "token budget")->capture_default_str();
     gen->add_option("--temperature", gp.sampling.temperature, "0 = greedy")->capture_default_str();

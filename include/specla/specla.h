@@ -85,6 +85,10 @@ SPECLA_API bool specla_has_cuda(void);
 /* Largest working memory one token of a batch or draft tree needs (its activations plus the
  * per-layer factors kept for verification), in fp32 bytes. */
 #define SPECLA_LIMIT_SESSION_TOKEN_BYTES ((uint64_t)256 << 20)
+/* Smallest temperature that samples (FLT_MIN); a positive one below it is greedy, as 0 is. */
+#define SPECLA_LIMIT_MIN_TEMPERATURE 1.17549435e-38f
+/* Most stop strings one generation call takes (specla_generate_params.n_stop_strings). */
+#define SPECLA_LIMIT_STOP_STRINGS 1024
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
@@ -127,11 +131,17 @@ typedef enum specla_log_level {
 } specla_log_level;
 
 /* Receives one complete message (no trailing newline). May be called from any thread that uses
- * the library; it must be thread-safe. */
+ * the library; it must be thread-safe. It is called with no library lock held, so it may call
+ * back into the library (log, load a model, replace or remove the sink). */
 typedef void (*specla_log_callback)(specla_log_level level, const char *message, void *user_data);
 
 /* Install a process-wide log sink; NULL restores the default (warnings and errors to stderr).
- * Messages below `min_level` are dropped before formatting. */
+ * Messages below `min_level` are dropped before formatting. Messages logged after the call go to
+ * the new sink. Called outside a log callback, it returns only once every call to the replaced
+ * sink running on other threads has returned: the old callback is not running and will not run
+ * again, so its user_data may be released (do not hold a lock your callback takes while calling
+ * this). Called from inside a log callback it does not wait (that would wait for itself): calls
+ * to the replaced sink already running on other threads may still be in progress when it returns. */
 SPECLA_API void specla_set_log_callback(specla_log_callback callback, void *user_data,
                                         specla_log_level min_level);
 
@@ -251,7 +261,8 @@ typedef enum specla_logits_mode {
 
 /* Feed `n_tokens` tokens (n_tokens >= 1) through the model, advancing the session's state.
  * Logits are written to `logits` (fp32) according to `mode`; `logits_capacity` is its size in
- * floats and must be large enough (else SPECLA_ERR_CAPACITY, nothing evaluated). `logits` may be
+ * floats and must be large enough (else SPECLA_ERR_CAPACITY, nothing evaluated; an n_tokens whose
+ * n_tokens x vocab_size does not fit a size_t is SPECLA_ERR_INVALID_ARGUMENT). `logits` may be
  * NULL with SPECLA_LOGITS_NONE. On any error the session is left as it was. */
 SPECLA_API specla_status specla_session_eval(specla_session *session, const int32_t *tokens,
                                              size_t n_tokens, specla_logits_mode mode,
@@ -267,8 +278,19 @@ SPECLA_API specla_status specla_session_get_state(specla_session *session, int32
 /* Sampling and plain generation                                                               */
 /* ------------------------------------------------------------------------------------------ */
 
+/* Parameters that are not finite or out of range (a negative or NaN temperature, top_p outside
+ * (0, 1], a negative top_k) are SPECLA_ERR_INVALID_ARGUMENT naming the field.
+ *
+ * Padded vocabularies: when the model has a tokenizer with fewer ids than the model's vocab_size
+ * (checkpoints often round the embedding and output head up, e.g. 8256 rows for 8192 tokens),
+ * the ids in [tokenizer vocab_size, model vocab_size) are not tokens. Generation never produces
+ * them: plain and speculative, greedy and sampled (and specla_session_verify_tree) give them
+ * probability 0, as if their logits were -inf, so sampled output stays distributed exactly as
+ * sampling over the tokens. specla_session_eval still returns their logits; a model loaded
+ * without its tokenizer treats every id below its vocab_size as a candidate. */
 typedef struct specla_sampling_params {
-    float temperature;        /* 0 = greedy (argmax; default) */
+    float temperature;        /* 0 = greedy (argmax; default); finite and >= 0; a positive value
+                                 below SPECLA_LIMIT_MIN_TEMPERATURE is greedy as well */
     int32_t top_k;            /* keep the k most likely tokens; 0 = off */
     float top_p;              /* nucleus mass in (0, 1]; 1 = off */
     uint64_t seed;            /* RNG seed; the same seed and inputs give the same output */
@@ -289,16 +311,21 @@ typedef struct specla_generate_params {
     void *user_data;
     const char *const *stop_strings;  /* generation stops after the token that completes one of
                                          these in the generated text (needs a tokenizer; the
-                                         text keeps it); may be NULL */
-    size_t n_stop_strings;
+                                         text keeps it); may be NULL when n_stop_strings is 0;
+                                         no entry may be NULL or empty */
+    size_t n_stop_strings;            /* at most SPECLA_LIMIT_STOP_STRINGS */
     bool stop_at_eos;                 /* stop after the model's EOS token (default true) */
 } specla_generate_params;
 
 SPECLA_API specla_generate_params specla_generate_default_params(void);
 
 /* Evaluate the prompt (which may be empty if the session already has context) and generate.
- * Generated token ids are written to `out_tokens` (capacity `out_capacity`, may be NULL when 0);
- * `*n_out` receives how many were generated. The session's state then holds prompt and output. */
+ * Generated token ids are written to `out_tokens`, whose capacity `out_capacity` must be at least
+ * max_tokens (else SPECLA_ERR_CAPACITY); or pass NULL and 0 to receive the ids through on_token
+ * only (no buffer sized by the budget). `*n_out` receives how many were generated. The session's
+ * state then holds prompt and output. To generate from text that may contain NUL bytes,
+ * tokenize it with specla_tokenize (which takes a length) and call this with the ids:
+ * on_token still streams the text. */
 SPECLA_API specla_status specla_generate(specla_session *session, const int32_t *prompt,
                                          size_t n_prompt, specla_generate_params params,
                                          int32_t *out_tokens, size_t out_capacity,
@@ -394,8 +421,8 @@ SPECLA_API specla_status specla_stream_decoder_flush(specla_stream_decoder *deco
                                                      const char **piece);
 SPECLA_API void specla_stream_decoder_free(specla_stream_decoder *decoder);
 
-/* Tokenize `prompt` (BOS per the tokenizer's default, special tokens parsed), then generate as
- * specla_generate does, streaming text through params.on_token. When `out_text` is not NULL it
+/* Tokenize `prompt` (NUL-terminated; BOS per the tokenizer's default, special tokens parsed),
+ * then generate as specla_generate does, streaming text through params.on_token. When `out_text` is not NULL it
  * receives the whole generated text, allocated by the library: release it with
  * specla_string_free(). `n_generated` (may be NULL) receives the number of generated tokens. */
 SPECLA_API specla_status specla_generate_text(specla_session *session, const char *prompt,

@@ -1,5 +1,6 @@
 // C API: sampling defaults and plain generation (ids and text).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,21 +16,24 @@ using namespace specla;
 
 namespace specla {
 
-SamplingConfig sampling_from_params(const specla_sampling_params &p) {
-    require(p.temperature >= 0.f, SPECLA_ERR_INVALID_ARGUMENT, "temperature must not be negative");
-    require(p.top_k >= 0, SPECLA_ERR_INVALID_ARGUMENT, "top_k must not be negative");
+SamplingConfig sampling_for(const specla_session *session, const specla_sampling_params &p) {
+    // Written so that NaN fails every check.
+    require(std::isfinite(p.temperature) && p.temperature >= 0.f, SPECLA_ERR_INVALID_ARGUMENT,
+            "temperature must be a finite number >= 0, got ", p.temperature);
+    require(p.top_k >= 0, SPECLA_ERR_INVALID_ARGUMENT, "top_k must not be negative, got ", p.top_k);
     require(p.top_p > 0.f && p.top_p <= 1.f, SPECLA_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1], got ", p.top_p);
     SamplingConfig s;
     s.temperature = p.temperature;
     s.top_k = p.top_k;
     s.top_p = p.top_p;
+    if (const Tokenizer *tok = tokenizer_of(session->model)) s.n_candidates = tok->vocab_size();
     return s;
 }
 
 GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p, TextStream &stream) {
-    require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative");
+    require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", p.max_tokens);
     GenerateOptions opts;
-    opts.sampling = sampling_from_params(p.sampling);
+    opts.sampling = sampling_for(session, p.sampling);
     opts.seed = p.sampling.seed;
     opts.max_tokens = p.max_tokens;
     opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
@@ -56,8 +60,10 @@ void check_generate_args(const specla_session *session, const int32_t *prompt, s
     require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
     require(out_capacity == 0 || out_tokens != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
             "out_tokens must not be NULL when out_capacity > 0");
-    require(out_capacity >= size_t(std::max(max_tokens, 0)), SPECLA_ERR_CAPACITY, "out_tokens holds ", out_capacity,
-            " ids but max_tokens is ", max_tokens);
+    // NULL with capacity 0: the caller takes the ids from on_token and needs no buffer.
+    require(out_tokens == nullptr || out_capacity >= size_t(std::max(max_tokens, 0)), SPECLA_ERR_CAPACITY,
+            "out_tokens holds ", out_capacity, " ids but max_tokens is ", max_tokens,
+            " (pass NULL and 0 to receive the ids through on_token only)");
 }
 
 char *library_string(const std::string &text) {
@@ -112,7 +118,7 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
         TextStream stream(tokenizer_of(session->model), params.on_token, params.user_data, params.stop_strings,
                           params.n_stop_strings);
         auto out = run_generate(session, prompt, n_prompt, params, stream);
-        std::copy(out.begin(), out.end(), out_tokens);
+        if (out_tokens) std::copy(out.begin(), out.end(), out_tokens);
         if (n_out) *n_out = out.size();
     });
 }

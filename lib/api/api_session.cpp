@@ -1,4 +1,5 @@
 // C API: sessions and block evaluation.
+#include "api/checked_size.h"
 #include "api/guard.h"
 #include "api/handles.h"
 #include "session/session.h"
@@ -68,7 +69,9 @@ SPECLA_API specla_status specla_session_eval(specla_session *session, const int3
         switch (mode) {
             case SPECLA_LOGITS_NONE: rows = LogitsRows::None, needed = 0; break;
             case SPECLA_LOGITS_LAST: rows = LogitsRows::Last, needed = vocab; break;
-            case SPECLA_LOGITS_ALL: rows = LogitsRows::All, needed = vocab * n_tokens; break;
+            case SPECLA_LOGITS_ALL:
+                rows = LogitsRows::All, needed = checked_product(n_tokens, vocab, "n_tokens x vocab_size");
+                break;
             default: fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown logits mode ", int(mode));
         }
         if (needed) {

@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/checked_size.h"
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
@@ -125,7 +126,7 @@ SPECLA_API specla_status specla_generate_speculative(specla_session *session, sp
         TextStream stream(tokenizer_of(session->model), params.generate.on_token, params.generate.user_data,
                           params.generate.stop_strings, params.generate.n_stop_strings);
         auto out = run_speculative(session, drafter, prompt, n_prompt, params, stream, stats);
-        std::copy(out.begin(), out.end(), out_tokens);
+        if (out_tokens) std::copy(out.begin(), out.end(), out_tokens);
         if (n_out) *n_out = out.size();
     });
 }
@@ -167,12 +168,13 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
         Session &s = *session->impl;
         require(n_nodes <= size_t(s.limits().max_tree_nodes), SPECLA_ERR_INVALID_ARGUMENT, "draft tree of ", n_nodes,
                 " nodes exceeds the session's max_tree_nodes (", s.limits().max_tree_nodes, ")");
-        const SamplingConfig cfg = sampling_from_params(sampling);
+        const SamplingConfig cfg = sampling_for(session, sampling);
         const size_t vocab = size_t(s.config().vocab_size);
+        const size_t dist_floats = checked_product(n_nodes, vocab, "n_nodes x vocab_size");
         DraftTree tree;
         tree.tokens.assign(tokens, tokens + n_nodes);
         tree.parents.assign(parents, parents + n_nodes);
-        if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + n_nodes * vocab);
+        if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + dist_floats);
         Rng rng(sampling.seed);
         StepResult r = verify_accept_commit(s, tree, cfg, rng, deferred_commit, TreeAlgorithm::Auto,
                                             node_logits != nullptr);

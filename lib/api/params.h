@@ -16,8 +16,10 @@ namespace specla {
 class Tokenizer;
 class TextStream;
 
-// Checks and converts; throws SPECLA_ERR_INVALID_ARGUMENT naming the bad field.
-SamplingConfig sampling_from_params(const specla_sampling_params &p);
+// Checks and converts; throws SPECLA_ERR_INVALID_ARGUMENT naming the bad field. The candidates
+// are the ids the model's tokenizer defines: a model vocabulary padded beyond the tokenizer's
+// (public checkpoints round it up) has ids that are not tokens, and they are never generated.
+SamplingConfig sampling_for(const specla_session *session, const specla_sampling_params &p);
 // The engine's generation options from the C params: sampling checked, EOS per stop_at_eos,
 // each token handed to `stream`.
 GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p, TextStream &stream);
@@ -31,7 +33,7 @@ const Tokenizer *tokenizer_of(const specla_model *model);
 std::vector<int32_t> encode_text_prompt(const specla_session *session, const char *prompt, const Tokenizer *&tok);
 
 // The argument checks shared by the id-based generation calls: session, prompt and output buffer
-// (which must hold max_tokens ids).
+// (which must hold max_tokens ids, or be NULL with capacity 0 when ids are only streamed).
 void check_generate_args(const specla_session *session, const int32_t *prompt, size_t n_prompt,
                          const int32_t *out_tokens, size_t out_capacity, int32_t max_tokens);
 

@@ -29,10 +29,21 @@ struct SessionLimits {
 // What the sampler needs besides the logits; the uniform variate is drawn by the caller so that
 // every backend makes the same decision from the same random stream.
 struct SamplingConfig {
-    float temperature = 0.f;  // <= 0: greedy
+    float temperature = 0.f;  // below SPECLA_LIMIT_MIN_TEMPERATURE (0 included): greedy
     int32_t top_k = 0;        // 0: off
     float top_p = 1.f;        // >= 1: off
-    bool greedy() const { return temperature <= 0.f || top_k == 1; }
+    // Ids at or above this are not candidates: their probability is 0 (as if their logits were
+    // -inf), greedy never picks them. Used for a model vocabulary padded beyond its tokenizer's,
+    // whose padding ids are not tokens. 0 (or >= vocab): every id is a candidate.
+    int32_t n_candidates = 0;
+    // A positive temperature below the limit has no finite float reciprocal; its distribution is
+    // the argmax's anyway.
+    bool greedy() const { return !(temperature >= SPECLA_LIMIT_MIN_TEMPERATURE) || top_k == 1; }
+    // How many leading ids of a `vocab`-wide row are candidates.
+    int32_t candidates(int32_t vocab) const {
+        return n_candidates > 0 && n_candidates < vocab ? n_candidates : vocab;
+    }
+    bool restricts(int32_t vocab) const { return candidates(vocab) < vocab; }
 };
 
 // Where a verification's results go (host memory, one row per node); either may be null. A

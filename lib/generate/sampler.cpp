@@ -16,6 +16,7 @@ int32_t argmax(const float *logits, int32_t n) {
 
 void sampling_distribution(const float *logits, int32_t vocab, const SamplingConfig &cfg, float *probs) {
     std::fill(probs, probs + vocab, 0.f);
+    vocab = cfg.candidates(vocab);  // the ids above keep probability 0
     if (cfg.greedy()) {
         probs[argmax(logits, vocab)] = 1.f;
         return;
@@ -33,6 +34,9 @@ void sampling_distribution(const float *logits, int32_t vocab, const SamplingCon
     } else if (use_p) {
         std::sort(ids.begin(), ids.end(), before);
     }
+    // greedy() leaves only temperatures >= SPECLA_LIMIT_MIN_TEMPERATURE (FLT_MIN) to sampling, whose
+    // reciprocal is a finite float; the scaled differences are formed in double, and the largest
+    // logit weighs exp(0) = 1, so the total is at least 1 and never NaN.
     const float inv_t = 1.f / cfg.temperature;
     float maxv = -INFINITY;
     for (size_t i = 0; i < keep; ++i) maxv = std::max(maxv, logits[ids[i]]);
@@ -70,7 +74,7 @@ int32_t sample_from_distribution(const float *probs, int32_t vocab, double u) {
 }
 
 int32_t sample_token(const float *logits, int32_t vocab, const SamplingConfig &cfg, double u) {
-    if (cfg.greedy()) return argmax(logits, vocab);
+    if (cfg.greedy()) return argmax(logits, cfg.candidates(vocab));
     std::vector<float> p(static_cast<size_t>(vocab));
     sampling_distribution(logits, vocab, cfg, p.data());
     return sample_from_distribution(p.data(), vocab, u);

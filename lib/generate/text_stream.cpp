@@ -11,6 +11,8 @@ TextStream::TextStream(const Tokenizer *tokenizer, specla_token_callback callbac
                        const char *const *stop_strings, size_t n_stop_strings)
     : callback_(callback), user_data_(user_data) {
     if (n_stop_strings) {
+        require(n_stop_strings <= SPECLA_LIMIT_STOP_STRINGS, SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings is ",
+                n_stop_strings, ", more than SPECLA_LIMIT_STOP_STRINGS (", SPECLA_LIMIT_STOP_STRINGS, ")");
         require(stop_strings != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop_strings is NULL but n_stop_strings is ",
                 n_stop_strings);
         require(tokenizer != nullptr, SPECLA_ERR_STATE, "stop strings need a tokenizer, and this model has none");

@@ -76,7 +76,15 @@ void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logi
 int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u) {
     validate_tokens(config(), &token, 1);
     flush_pending();
-    const int32_t next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
+    int32_t next;
+    if (sampling.restricts(config().vocab_size)) {
+        // A device sampler draws from the whole vocabulary: take the step's logits (the greedy
+        // path copies nothing else) and choose among the candidates here, by the same rule.
+        model_->backend().decode_and_sample(*state_, token, SamplingConfig{}, u, last_logits_.data());
+        next = sample_token(last_logits_.data(), config().vocab_size, sampling, u);
+    } else {
+        next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
+    }
     context_.push_back(token);
     last_logits_valid_ = false;
     return next;

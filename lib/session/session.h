@@ -31,7 +31,8 @@ public:
     // one for Last. The state is unchanged when validation fails.
     void eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits);
 
-    // Feed one token and choose the next (device-side sampling where the backend has it).
+    // Feed one token and choose the next (device-side sampling where the backend has it; on the
+    // host when the config restricts the candidate ids, which backends do not know about).
     int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u);
 
     // Next token after the current context with the given sampler: from the pending token if

@@ -4,15 +4,16 @@
 //
 // Greedy (accept_greedy, and accept_sampled whenever the sampling config is greedy):
 //   at the current position let a = argmax of the target's logits (lowest id on ties, as
-//   specla::argmax). If some child of the current position carries token a, the first such child
-//   in node order is accepted and becomes the current position; otherwise the walk stops and a is
-//   the bonus token. The emitted tokens (path tokens, then the bonus) are exactly what plain
+//   specla::argmax; accept_sampled: over the config's candidate ids, as sample_token). If some
+//   child of the current position carries token a, the first such child in node order is
+//   accepted and becomes the current position; otherwise the walk stops and a is the bonus token. The emitted tokens (path tokens, then the bonus) are exactly what plain
 //   greedy decoding of the target would produce.
 //
 // Sampled (accept_sampled), multi-round rejection sampling (SpecInfer; for a chain it reduces to
 // Leviathan et al. / Chen et al.):
 //   at the current position p = sampling_distribution(target logits, sampling) (temperature,
-//   top-k and top-p applied). The children are tried in node order. Child c, with token x and
+//   top-k and top-p applied, ids that are not candidates at probability 0: the distribution plain
+//   sampling draws from, so a draft token that is not a candidate is always rejected). The children are tried in node order. Child c, with token x and
 //   drafter row q (tree.draft_dists row c; one-hot at x when draft_dists is empty), draws one
 //   u = rng.uniform() and is accepted iff q(x) > 0 and u < p(x) / q(x), i.e. with probability
 //   min(1, p(x)/q(x)); p(x) = 0 or q(x) = 0 always rejects. On rejection
@@ -99,16 +100,25 @@ AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, c
     }
 }
 
-AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
+namespace {
+// The greedy rule over the first n_candidates ids of every row (the argmax sample_token takes).
+AcceptResult accept_greedy_among(const DraftTree &tree, const float *root_logits, const float *node_logits,
+                                 int32_t vocab, int32_t n_candidates) {
     check_inputs(tree, root_logits, node_logits, vocab);
     std::vector<int32_t> choice(tree.tokens.size());
-    for (size_t i = 0; i < choice.size(); ++i) choice[i] = argmax(node_logits + i * size_t(vocab), vocab);
-    return accept_greedy_choices(tree, argmax(root_logits, vocab), choice.data());
+    for (size_t i = 0; i < choice.size(); ++i) choice[i] = argmax(node_logits + i * size_t(vocab), n_candidates);
+    return accept_greedy_choices(tree, argmax(root_logits, n_candidates), choice.data());
+}
+}  // namespace
+
+AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
+    return accept_greedy_among(tree, root_logits, node_logits, vocab, vocab);
 }
 
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
                             const SamplingConfig &sampling, Rng &rng) {
-    if (sampling.greedy()) return accept_greedy(tree, root_logits, node_logits, vocab);
+    if (sampling.greedy())
+        return accept_greedy_among(tree, root_logits, node_logits, vocab, sampling.candidates(vocab));
     check_inputs(tree, root_logits, node_logits, vocab);
     const Children children(tree);
     const bool one_hot = tree.draft_dists.empty();

@@ -27,8 +27,10 @@ AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, cons
 AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice);
 
 // Sampling with temperature/top-k/top-p applied to the target (and used as given for the
-// drafter's rows). Uses tree.draft_dists when present, one-hot proposals otherwise. A greedy
-// config (SamplingConfig::greedy()) gives accept_greedy's result and draws nothing from rng;
+// drafter's rows), over the config's candidate ids (SamplingConfig::n_candidates), exactly the
+// distribution plain sampling draws from. Uses tree.draft_dists when present, one-hot proposals
+// otherwise. A greedy config (SamplingConfig::greedy()) gives accept_greedy's result (its argmax
+// taken over the candidates) and draws nothing from rng;
 // otherwise one uniform is drawn per child tested and one for the bonus. The exact rule, its
 // degenerate cases and the condition for losslessness are documented in accept.cpp.
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,

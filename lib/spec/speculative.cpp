@@ -10,13 +10,14 @@ namespace specla {
 namespace {
 
 // Verify and accept. Greedy acceptance needs only the target's argmax per row (a GPU backend then
-// copies no logits); sampling needs the logits.
+// copies no logits) unless the sampler restricts the candidates (the backend's argmax is over the
+// whole vocabulary); sampling needs the logits.
 void step_verify_accept(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
                         TreeAlgorithm algorithm, bool need_logits, std::vector<float> &root, std::vector<float> &nodes,
                         std::vector<int32_t> &choice, AcceptResult &acc) {
     const size_t vocab = size_t(session.config().vocab_size), n = size_t(tree.size());
     Session::VerifyBuffers buf;
-    if (sampling.greedy() && !need_logits) {
+    if (sampling.greedy() && !sampling.restricts(int32_t(vocab)) && !need_logits) {
         int32_t root_choice = -1;
         choice.resize(n);
         buf.root_argmax = &root_choice;
@@ -30,8 +31,7 @@ void step_verify_accept(Session &session, const DraftTree &tree, const SamplingC
     buf.root_logits = root.data();
     buf.node_logits = nodes.data();
     session.verify(tree, algorithm, buf);
-    acc = sampling.greedy() ? accept_greedy(tree, root.data(), nodes.data(), int32_t(vocab))
-                            : accept_sampled(tree, root.data(), nodes.data(), int32_t(vocab), sampling, rng);
+    acc = accept_sampled(tree, root.data(), nodes.data(), int32_t(vocab), sampling, rng);  // greedy when it is
 }
 
 }  // namespace

@@ -113,6 +113,30 @@ echo "$OUT"
 "$CLI" logits --model "$PYCODE" --tokens 0,318,1207 --out "$WORK/pycode.safetensors" 2>/dev/null || die "logits failed"
 check_logits_file "$WORK/pycode.safetensors" 3 8192
 
+step "budgets and prompt bytes"
+# A budget of 2^31 - 1 tokens stopped early by a stop string: the program must not reserve room
+# for the whole budget (8 GiB of ids). Under a 4 GiB address-space cap such a reservation fails.
+OUT=$( (ulimit -v 4194304 && "$CLI" generate --model "$PYCODE" --tokens 0,318,1207 --max-tokens 2147483647 \
+    --stop "(" --threads 2 --quiet) 2>"$WORK/err") || { cat "$WORK/err" >&2; die "generate with --max-tokens 2147483647 failed"; }
+[[ "$OUT" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "generate with a huge budget did not print token ids: '$OUT'"
+echo "--max-tokens 2147483647 under a 4 GiB cap: $(tr ',' '\n' <<<"$OUT" | wc -l) tokens until the stop string"
+OUT_SPEC=$( (ulimit -v 4194304 && "$CLI" generate --model "$PYCODE" --tokens 0,318,1207 --max-tokens 2147483647 \
+    --stop "(" --threads 2 --quiet --speculative) 2>"$WORK/err") || { cat "$WORK/err" >&2; die "speculative generate with --max-tokens 2147483647 failed"; }
+[[ "$OUT_SPEC" == "$OUT" ]] || die "speculative ids differ from plain ones: $OUT_SPEC vs $OUT"
+
+# A prompt file with a NUL byte: all of it is the prompt (echoed byte for byte, and what follows
+# the NUL steers the continuation), not just the text before the NUL.
+printf 'import os\0def hello_world():\n    print(' >"$WORK/nul.txt"
+printf 'import os' >"$WORK/cut.txt"
+"$CLI" generate --model "$PYCODE" --prompt-file "$WORK/nul.txt" --max-tokens 8 --ignore-eos >"$WORK/nul.out" 2>"$WORK/err" \
+    || { cat "$WORK/err" >&2; die "generate from a prompt file with a NUL byte failed"; }
+head -c "$(stat -c %s "$WORK/nul.txt")" "$WORK/nul.out" | cmp -s - "$WORK/nul.txt" \
+    || die "the prompt echo lost the bytes after the NUL"
+FULL=$("$CLI" generate --model "$PYCODE" --prompt-file "$WORK/nul.txt" --max-tokens 8 --ignore-eos -q | od -An -c)
+CUT=$("$CLI" generate --model "$PYCODE" --prompt-file "$WORK/cut.txt" --max-tokens 8 --ignore-eos -q | od -An -c)
+[[ "$FULL" != "$CUT" ]] || die "the text after the NUL byte did not reach the model (same continuation as without it)"
+echo "a NUL in --prompt-file: the whole file is the prompt"
+
 step "bad arguments are refused"
 expect_fail "no subcommand" "subcommand" --
 expect_fail "unknown subcommand" -- frobnicate
@@ -127,6 +151,10 @@ expect_fail "an unknown backend" "--backend" -- generate --model "$TINY" --token
 expect_fail "a non-numeric --max-tokens" "--max-tokens" -- generate --model "$TINY" --tokens 1 --max-tokens abc
 expect_fail "a negative --max-tokens" "max_tokens" -- generate --model "$TINY" --tokens 1 --max-tokens -1
 expect_fail "top-p above 1" "top_p" -- generate --model "$TINY" --tokens 1 --top-p 1.5
+expect_fail "an infinite temperature" "temperature" -- generate --model "$TINY" --tokens 1 --temperature inf
+expect_fail "a NaN temperature" "temperature" -- generate --model "$TINY" --tokens 1 --temperature nan
+expect_fail "a --max-tokens beyond int32" "--max-tokens" -- generate --model "$TINY" --tokens 1 --max-tokens 2147483648
+expect_fail "text generation without a tokenizer" "tokenizer" -- generate --model "$TINY" --prompt "def f():"
 expect_fail "a missing --prompt-file" "--prompt-file" -- generate --model "$TINY" --prompt-file "$WORK/none.txt"
 expect_fail "logits without --out" "--out" -- logits --model "$TINY" --tokens 1
 expect_fail "logits to an unwritable path" "$WORK/no-dir/x.safetensors" -- \
