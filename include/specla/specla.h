@@ -59,6 +59,21 @@ SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch);
 SPECLA_API bool specla_has_cuda(void);
 
 /* ------------------------------------------------------------------------------------------ */
+/* Limits                                                                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* Token ids of a tokenizer lie in [0, this); vocabulary entries and added tokens are at most this many. */
+#define SPECLA_LIMIT_TOKENIZER_VOCAB 4194304
+/* BPE merges in a tokenizer.json at most. */
+#define SPECLA_LIMIT_TOKENIZER_MERGES 4194304
+/* Sequence normalizers, pre-tokenizers, decoders and post-processors nest at most this deep. */
+#define SPECLA_LIMIT_TOKENIZER_NESTING 16
+/* Arrays and objects in tokenizer.json and its side files nest at most this deep. */
+#define SPECLA_LIMIT_TOKENIZER_JSON_DEPTH 128
+/* Backtracking steps one tokenizer regex match may take; more is a SPECLA_ERR_FORMAT. */
+#define SPECLA_LIMIT_TOKENIZER_REGEX_STEPS 10000000
+
+/* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */
 /* ------------------------------------------------------------------------------------------ */
 
