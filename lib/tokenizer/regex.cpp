@@ -115,7 +115,8 @@ pcre2_match_data *thread_match_data() {
 // them a pattern with nested repeats takes exponential time on a short text.
 constexpr uint32_t kHeapLimitKib = 64 * 1024;
 
-const pcre2_match_context *match_context() {
+// Shared by all threads; never changed once made (pcre2_match only reads it).
+pcre2_match_context *match_context() {
     static pcre2_match_context *const context = [] {
         pcre2_match_context *c = pcre2_match_context_create(nullptr);
         if (!c) throw std::bad_alloc();
@@ -307,7 +308,7 @@ bool Regex::search(std::string_view s, size_t from, Span *m) const {
     }
     auto *code = static_cast<pcre2_code *>(code_);
     pcre2_match_data *md = thread_match_data();
-    pcre2_match_context *context = const_cast<pcre2_match_context *>(match_context());
+    pcre2_match_context *context = match_context();
     int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
                          PCRE2_NO_UTF_CHECK, md, context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter uses the heap
@@ -320,7 +321,9 @@ bool Regex::search(std::string_view s, size_t from, Span *m) const {
              "\" exceeded the match limit on this text (SPECLA_LIMIT_TOKENIZER_REGEX_STEPS = ",
              SPECLA_LIMIT_TOKENIZER_REGEX_STEPS, " backtracking steps, ", kHeapLimitKib / 1024,
              " MiB): the pattern backtracks without bound");
-    if (rc == PCRE2_ERROR_NOMEMORY) fail(SPECLA_ERR_OUT_OF_MEMORY, "tokenizer regex \"", source_, "\": out of memory");
+    if (rc == PCRE2_ERROR_NOMEMORY)
+        fail(SPECLA_ERR_OUT_OF_MEMORY, "tokenizer.json: ", where_, " regex \"", source_,
+             "\": out of memory");
     if (rc < 0) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(rc, msg, sizeof msg);
