@@ -89,6 +89,16 @@ SPECLA_API bool specla_has_cuda(void);
 #define SPECLA_LIMIT_MIN_TEMPERATURE 1.17549435e-38f
 /* Most stop strings one generation call takes (specla_generate_params.n_stop_strings). */
 #define SPECLA_LIMIT_STOP_STRINGS 1024
+/* Token ids of a tokenizer lie in [0, this); vocabulary entries and added tokens are at most this many. */
+#define SPECLA_LIMIT_TOKENIZER_VOCAB 4194304
+/* BPE merges in a tokenizer.json at most. */
+#define SPECLA_LIMIT_TOKENIZER_MERGES 4194304
+/* Sequence normalizers, pre-tokenizers, decoders and post-processors nest at most this deep. */
+#define SPECLA_LIMIT_TOKENIZER_NESTING 16
+/* Arrays and objects in tokenizer.json and its side files nest at most this deep. */
+#define SPECLA_LIMIT_TOKENIZER_JSON_DEPTH 128
+/* Backtracking steps one tokenizer regex match may take; more is a SPECLA_ERR_FORMAT. */
+#define SPECLA_LIMIT_TOKENIZER_REGEX_STEPS 10000000
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */

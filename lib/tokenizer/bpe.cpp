@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <functional>
 #include <mutex>
-#include <unordered_map>
 
 #include "tokenizer/utf8.h"
 #include "util/error.h"
@@ -84,36 +83,96 @@ BpeModel::BpeModel(const BpeConfig &c)
     // Symbols depend on the position in the word when a prefix or suffix is configured, and on
     // their neighbours in the rare unk-before-bytes order, so those models are not split.
     chunkable_ = prefix_.empty() && suffix_.empty() && !(byte_fallback_ && !all_bytes_ && has_unk_);
-    if (chunkable_) {
-        std::unordered_map<int32_t, std::pair<int32_t, int32_t>> made_from;
-        for (const auto &[id, parts] : producers) made_from.emplace(id, parts);
-        // Start symbols are single characters, <0xNN> byte tokens and the unknown token. Only the
-        // last two can also be the result of a merge; those count as start symbols wherever they
-        // sit on a token's left or right spine.
-        int32_t max_id = 0;
-        for (const auto &kv : vocab_list_) max_id = std::max(max_id, kv.second);
-        std::vector<bool> may_start(size_t(max_id) + 1, false);
-        for (int32_t id : byte_ids_)
-            if (id >= 0) may_start[size_t(id)] = true;
-        if (unk_id_ >= 0) may_start[size_t(unk_id_)] = true;
-        auto end_symbols = [&](int32_t t, bool first, std::vector<int32_t> &out) {
-            out.clear();
-            for (size_t depth = 0; depth <= made_from.size(); ++depth) {
-                auto it = made_from.find(t);
-                if (it == made_from.end()) break;
-                if (may_start[size_t(t)]) out.push_back(t);
-                t = first ? it->second.first : it->second.second;
-            }
-            out.push_back(t);
-        };
-        std::vector<int32_t> lefts, rights;
-        for (const auto &[id, parts] : producers) {
-            end_symbols(parts.first, false, lefts);
-            end_symbols(parts.second, true, rights);
-            for (int32_t l : lefts)
-                for (int32_t r : rights) crossable_.set(l, r, PairMap::Value{0, 0});
+    if (chunkable_ && !producers.empty()) chunkable_ = find_crossable(producers);
+}
+
+bool BpeModel::find_crossable(
+    const std::vector<std::pair<int32_t, std::pair<int32_t, int32_t>>> &producers) {
+    // Start symbols are single characters, <0xNN> byte tokens and the unknown token. Only the
+    // last two can also be the result of a merge; those count as start symbols wherever they
+    // sit on a token's left or right spine.
+    int32_t max_id = 0;
+    for (const auto &kv : vocab_list_) max_id = std::max(max_id, kv.second);
+    const size_t n = size_t(max_id) + 1;
+    std::vector<std::pair<int32_t, int32_t>> made_from(n, {-1, -1});  // first merge making an id
+    for (const auto &[id, parts] : producers)
+        if (made_from[size_t(id)].first < 0) made_from[size_t(id)] = parts;
+    std::vector<bool> may_start(n, false);
+    for (int32_t id : byte_ids_)
+        if (id >= 0) may_start[size_t(id)] = true;
+    if (unk_id_ >= 0) may_start[size_t(unk_id_)] = true;
+
+    // For each token and spine (left: first symbols, right: last symbols): the start symbol the
+    // spine ends in, and the highest spine node that is both made by a merge and a start symbol.
+    // Computed once per token (walking each spine from every merge was quadratic in the length
+    // of merge chains). A spine that comes back to a token (possible with an empty token) makes
+    // the boundaries unknowable: such models are not split.
+    struct Spine {
+        std::vector<int32_t> end, start_node;
+        std::vector<uint8_t> state;  // 0 = not computed, 1 = on the current walk, 2 = done
+    };
+    Spine spines[2];
+    std::vector<int32_t> path;
+    auto child = [&](int32_t t, int side) {
+        return side == 0 ? made_from[size_t(t)].first : made_from[size_t(t)].second;
+    };
+    auto compute = [&](int32_t t, int side) {
+        Spine &sp = spines[side];
+        path.clear();
+        // Down the spine to a token that is not made by a merge or already known.
+        while (made_from[size_t(t)].first >= 0 && sp.state[size_t(t)] != 2) {
+            if (sp.state[size_t(t)] == 1) return false;  // a cycle
+            sp.state[size_t(t)] = 1;
+            path.push_back(t);
+            t = child(t, side);
         }
+        int32_t end = t, start_node = -1;
+        if (made_from[size_t(t)].first >= 0) {
+            end = sp.end[size_t(t)];
+            start_node = sp.start_node[size_t(t)];
+        }
+        for (size_t k = path.size(); k-- > 0;) {
+            const int32_t u = path[k];
+            if (may_start[size_t(u)]) start_node = u;
+            sp.end[size_t(u)] = end;
+            sp.start_node[size_t(u)] = start_node;
+            sp.state[size_t(u)] = 2;
+        }
+        return true;
+    };
+    for (Spine &sp : spines) {
+        sp.end.assign(n, -1);
+        sp.start_node.assign(n, -1);
+        sp.state.assign(n, 0);
     }
+    for (size_t t = 0; t < n; ++t)
+        if (made_from[t].first >= 0)
+            for (int side = 0; side < 2; ++side)
+                if (!compute(int32_t(t), side)) return false;
+
+    // The symbols a token can begin (side 0) or end (side 1) with, as start symbols.
+    auto end_symbols = [&](int32_t t, int side, std::vector<int32_t> &out) {
+        out.clear();
+        if (made_from[size_t(t)].first < 0) {
+            out.push_back(t);
+            return;
+        }
+        const Spine &sp = spines[side];
+        for (int32_t u = sp.start_node[size_t(t)]; u >= 0;) {
+            out.push_back(u);
+            const int32_t below = child(u, side);
+            u = made_from[size_t(below)].first >= 0 ? sp.start_node[size_t(below)] : -1;
+        }
+        out.push_back(sp.end[size_t(t)]);
+    };
+    std::vector<int32_t> lefts, rights;
+    for (const auto &[id, parts] : producers) {
+        end_symbols(parts.first, 1, lefts);
+        end_symbols(parts.second, 0, rights);
+        for (int32_t l : lefts)
+            for (int32_t r : rights) crossable_.set(l, r, PairMap::Value{0, 0});
+    }
+    return true;
 }
 
 BpeModel::~BpeModel() = default;
@@ -139,7 +198,9 @@ void BpeModel::initial_symbols(std::string_view w, std::vector<int32_t> &symbols
     std::string s;
     const bool plain = prefix_.empty() && suffix_.empty();
     for (size_t i = 0; i < w.size();) {
-        const size_t len = utf8_len(static_cast<unsigned char>(w[i]));
+        // A byte that does not begin a whole character (never produced by the tokenizer's own
+        // stages) is a symbol of its own, so the lookup never reads past the word.
+        const size_t len = utf8_char_len(w, i);
         std::string_view sym(w.data() + i, len);
         if (!plain) {
             s.clear();

@@ -47,6 +47,9 @@ private:
     void initial_symbols(std::string_view word, std::vector<int32_t> &ids,
                          std::vector<uint32_t> &starts) const;
     void apply_merges(std::vector<int32_t> &ids) const;
+    // Fills crossable_ from the merges (merged id <- parts); false when the model's merges make
+    // word boundaries unknowable, so that long words must not be split.
+    bool find_crossable(const std::vector<std::pair<int32_t, std::pair<int32_t, int32_t>>> &producers);
     // The word cache; whole words and stretches of long words are kept apart.
     bool cache_get(std::string_view key, bool whole, std::vector<int32_t> &out) const;
     void cache_put(std::string_view key, bool whole, const int32_t *ids, size_t n) const;

@@ -19,15 +19,31 @@ public:
 
 namespace {
 
+// The end of every chain: whatever the stages before it pass on (a Replace decoder's content
+// next to half a character, say), the text handed out is valid UTF-8. Invalid bytes become U+FFFD
+// as in ByteLevel decoding; a character cut between two pushes waits for the next one.
 class SinkStage final : public DecoderStage {
 public:
     explicit SinkStage(std::string **out) : out_(out) {}
-    void token(std::string_view t) override { (*out_)->append(t); }
-    void chunk(std::string_view c) override { (*out_)->append(c); }
-    void finish() override {}
+    void token(std::string_view t) override { append(t); }
+    void chunk(std::string_view c) override { append(c); }
+    void finish() override {
+        if (!held_.empty()) utf8_append_lossy(**out_, held_, false);
+        held_.clear();
+    }
 
 private:
+    void append(std::string_view t) {
+        if (held_.empty() && utf8_first_invalid(t) == t.size()) {  // the usual case
+            (*out_)->append(t);
+            return;
+        }
+        held_.append(t);
+        const size_t keep = utf8_append_lossy(**out_, held_, true);
+        held_.erase(0, held_.size() - keep);
+    }
     std::string **out_;
+    std::string held_;  // the valid start of a character that the next piece may complete
 };
 
 // No decoder configured: the tokens joined by single spaces.
@@ -197,7 +213,7 @@ public:
         : c_(content), start_(start), stop_(stop) {}
     void token(std::string_view t) override {
         std::vector<size_t> starts;  // byte offset of each character
-        for (size_t i = 0; i < t.size(); i += utf8_len(static_cast<unsigned char>(t[i])))
+        for (size_t i = 0; i < t.size(); i += utf8_char_len(t, i))
             starts.push_back(i);
         const size_t n = starts.size();
         auto char_at = [&](size_t k) {
@@ -223,7 +239,7 @@ public:
     void chunk(std::string_view c) override {
         out_.clear();
         for (size_t i = 0; i < c.size();) {
-            const size_t len = utf8_len(static_cast<unsigned char>(c[i]));
+            const size_t len = utf8_char_len(c, i);
             const std::string_view ch = c.substr(i, len);
             i += len;
             const bool is_c = ch == c_;

@@ -110,6 +110,24 @@ pcre2_match_data *thread_match_data() {
     return data.md;
 }
 
+// Bounds on one match: backtracking steps (the JIT counts them over the whole call, the
+// interpreter per start position), and the interpreter's backtracking depth and memory. Without
+// them a pattern with nested repeats takes exponential time on a short text.
+constexpr uint32_t kHeapLimitKib = 64 * 1024;
+
+// Shared by all threads; never changed once made (pcre2_match only reads it).
+pcre2_match_context *match_context() {
+    static pcre2_match_context *const context = [] {
+        pcre2_match_context *c = pcre2_match_context_create(nullptr);
+        if (!c) throw std::bad_alloc();
+        pcre2_set_match_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
+        pcre2_set_depth_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
+        pcre2_set_heap_limit(c, kHeapLimitKib);
+        return c;
+    }();
+    return context;
+}
+
 }  // namespace
 
 std::string translate_pattern(const std::string &p) {
@@ -227,20 +245,23 @@ std::string translate_pattern(const std::string &p) {
     return out;
 }
 
-Regex Regex::pattern(const std::string &pattern) {
+Regex Regex::pattern(const std::string &pattern, const std::string &where) {
     Regex r;
     r.source_ = pattern;
+    r.where_ = where;
     const std::string translated = translate_pattern(pattern);
     int err = 0;
     PCRE2_SIZE erroff = 0;
-    pcre2_code *code =
-        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
-                      PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE, &err, &erroff, nullptr);
+    // \C matches one byte even inside a character: its matches could end mid-character, and
+    // every later stage reads whole characters, so it is refused.
+    pcre2_code *code = pcre2_compile(
+        reinterpret_cast<PCRE2_SPTR>(translated.data()), translated.size(),
+        PCRE2_UTF | PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C, &err, &erroff, nullptr);
     if (!code) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        fail(SPECLA_ERR_UNSUPPORTED, "tokenizer regex \"", pattern, "\" is not supported: ",
-             reinterpret_cast<const char *>(msg));
+        fail(SPECLA_ERR_UNSUPPORTED, "tokenizer.json: ", where, " regex \"", pattern,
+             "\" is not supported: ", reinterpret_cast<const char *>(msg));
     }
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
     r.code_ = code;
@@ -255,7 +276,10 @@ Regex Regex::literal(const std::string &text) {
 }
 
 Regex::Regex(Regex &&o) noexcept
-    : source_(std::move(o.source_)), is_literal_(o.is_literal_), code_(o.code_) {
+    : source_(std::move(o.source_)),
+      where_(std::move(o.where_)),
+      is_literal_(o.is_literal_),
+      code_(o.code_) {
     o.code_ = nullptr;
 }
 
@@ -263,6 +287,7 @@ Regex &Regex::operator=(Regex &&o) noexcept {
     if (this != &o) {
         if (code_) pcre2_code_free(static_cast<pcre2_code *>(code_));
         source_ = std::move(o.source_);
+        where_ = std::move(o.where_);
         is_literal_ = o.is_literal_;
         code_ = o.code_;
         o.code_ = nullptr;
@@ -283,12 +308,22 @@ bool Regex::search(std::string_view s, size_t from, Span *m) const {
     }
     auto *code = static_cast<pcre2_code *>(code_);
     pcre2_match_data *md = thread_match_data();
+    pcre2_match_context *context = match_context();
     int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
-                         PCRE2_NO_UTF_CHECK, md, nullptr);
+                         PCRE2_NO_UTF_CHECK, md, context);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter uses the heap
         rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
-                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, nullptr);
+                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, context);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
+    if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+        rc == PCRE2_ERROR_HEAPLIMIT)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where_, " regex \"", source_,
+             "\" exceeded the match limit on this text (SPECLA_LIMIT_TOKENIZER_REGEX_STEPS = ",
+             SPECLA_LIMIT_TOKENIZER_REGEX_STEPS, " backtracking steps, ", kHeapLimitKib / 1024,
+             " MiB): the pattern backtracks without bound");
+    if (rc == PCRE2_ERROR_NOMEMORY)
+        fail(SPECLA_ERR_OUT_OF_MEMORY, "tokenizer.json: ", where_, " regex \"", source_,
+             "\": out of memory");
     if (rc < 0) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(rc, msg, sizeof msg);
@@ -301,6 +336,13 @@ bool Regex::search(std::string_view s, size_t from, Span *m) const {
 }
 
 void Regex::find_all(std::string_view s, std::vector<Span> &out) const {
+    // PCRE2 is told the text is valid UTF-8 (checking it on every call from `from` would make a
+    // search quadratic), so it is checked once here: on anything else PCRE2 could read past it.
+    // (Literal search reads bytes and is safe on any text.)
+    const size_t bad = is_literal_ ? s.size() : utf8_first_invalid(s);
+    if (bad != s.size())
+        fail(SPECLA_ERR_INTERNAL, "tokenizer regex \"", source_,
+             "\" was given text that is not valid UTF-8 (at byte ", bad, ")");
     size_t last_end = 0;
     bool have_last = false;
     size_t last_match_end = 0;
@@ -308,7 +350,7 @@ void Regex::find_all(std::string_view s, std::vector<Span> &out) const {
     while (last_end <= s.size() && search(s, last_end, &m)) {
         if (m.first == m.second && have_last && last_match_end == m.second) {
             // An empty match where the previous one ended: step over one character.
-            last_end += last_end < s.size() ? utf8_len(static_cast<unsigned char>(s[last_end])) : 1;
+            last_end += last_end < s.size() ? utf8_char_len(s, last_end) : 1;
             continue;
         }
         out.push_back(m);

@@ -17,9 +17,10 @@ using Span = std::pair<size_t, size_t>;  // [first, second) byte offsets
 
 class Regex {
 public:
-    // A pattern in the reference's syntax. Throws SPECLA_ERR_UNSUPPORTED naming the pattern when
-    // PCRE2 cannot compile it.
-    static Regex pattern(const std::string &pattern);
+    // A pattern in the reference's syntax; `where` names it in messages (e.g.
+    // "pre_tokenizer.pattern"). Throws SPECLA_ERR_UNSUPPORTED naming the pattern when PCRE2 cannot
+    // compile it, and for \C (one byte of a character), which could cut characters apart.
+    static Regex pattern(const std::string &pattern, const std::string &where);
     // Matches `text` literally (a String pattern of tokenizer.json).
     static Regex literal(const std::string &text);
 
@@ -30,7 +31,10 @@ public:
     ~Regex();
 
     // Every match in `s` (valid UTF-8), left to right and non-overlapping. An empty match right
-    // where the previous match ended is skipped, as the reference's iterator does.
+    // where the previous match ended is skipped, as the reference's iterator does. A match that
+    // needs more than SPECLA_LIMIT_TOKENIZER_REGEX_STEPS backtracking steps (or the memory that
+    // goes with them) throws SPECLA_ERR_FORMAT naming the pattern; text that is not UTF-8 throws
+    // SPECLA_ERR_INTERNAL (the tokenizer never produces it).
     void find_all(std::string_view s, std::vector<Span> &out) const;
 
     // The pattern as written (the literal text for literal patterns).
@@ -43,6 +47,7 @@ private:
     bool search(std::string_view s, size_t from, Span *m) const;
 
     std::string source_;
+    std::string where_;
     bool is_literal_ = false;
     void *code_ = nullptr;  // pcre2_code_8
 };

@@ -13,8 +13,19 @@ using nlohmann::json;
 namespace {
 
 json parse_json(std::string_view text, const std::string &what) {
+    // The parser itself does not recurse, but nothing in these files nests deeply, and a bound
+    // here keeps every later walk over the values shallow.
+    const json::parser_callback_t bound_depth = [&what](int depth, json::parse_event_t event,
+                                                        json &) {
+        if ((event == json::parse_event_t::object_start ||
+             event == json::parse_event_t::array_start) &&
+            depth >= SPECLA_LIMIT_TOKENIZER_JSON_DEPTH)
+            fail(SPECLA_ERR_FORMAT, what, ": arrays and objects nest deeper than SPECLA_LIMIT_TOKENIZER_JSON_DEPTH (",
+                 SPECLA_LIMIT_TOKENIZER_JSON_DEPTH, ")");
+        return true;
+    };
     try {
-        return json::parse(text.begin(), text.end());
+        return json::parse(text.begin(), text.end(), bound_depth);
     } catch (const json::exception &e) {
         fail(SPECLA_ERR_FORMAT, what, " is not valid JSON: ", e.what());
     }
@@ -81,7 +92,7 @@ tok::Regex get_pattern(const json &j, const std::string &where) {
     if (const json *r = find(*p, "Regex")) {
         if (!r->is_string())
             fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where, ".pattern.Regex must be a string");
-        return tok::Regex::pattern(r->get<std::string>());
+        return tok::Regex::pattern(r->get<std::string>(), where + ".pattern");
     }
     fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where, ".pattern needs \"String\" or \"Regex\"");
 }
@@ -113,13 +124,43 @@ std::string get_one_char(const json &j, const char *key, const std::string &wher
          "\" is not supported");
 }
 
-std::unique_ptr<tok::Normalizer> make_normalizer(const json &j, const std::string &where) {
+// Sequences hold Sequences; the parts are built by recursion, so their depth is bounded (a file
+// of a few dozen kilobytes could otherwise exhaust a thread's stack).
+void check_nesting(int depth, const std::string &where) {
+    if (depth >= SPECLA_LIMIT_TOKENIZER_NESTING)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where,
+             ": Sequences nest deeper than SPECLA_LIMIT_TOKENIZER_NESTING (",
+             SPECLA_LIMIT_TOKENIZER_NESTING, ")");
+}
+
+// A token id of tokenizer.json: an integer in [0, SPECLA_LIMIT_TOKENIZER_VOCAB).
+int32_t get_token_id(const json &v, const std::string &what) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() >= SPECLA_LIMIT_TOKENIZER_VOCAB)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", what,
+             " must be a token id, an integer in [0, SPECLA_LIMIT_TOKENIZER_VOCAB = ",
+             SPECLA_LIMIT_TOKENIZER_VOCAB, ")");
+    return int32_t(v.get<int64_t>());
+}
+
+// An id read from a side file or post-processor, where anything else means "none" (-1).
+int32_t id_or_none(const json &v) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
+        v.get<int64_t>() >= SPECLA_LIMIT_TOKENIZER_VOCAB)
+        return -1;
+    return int32_t(v.get<int64_t>());
+}
+
+std::unique_ptr<tok::Normalizer> make_normalizer(const json &j, const std::string &where,
+                                                 int depth = 0) {
     const std::string type = type_of(j, where);
     if (type == "Sequence") {
+        check_nesting(depth, where);
         const json &list = get_array(j, "normalizers", where);
         std::vector<std::unique_ptr<tok::Normalizer>> steps;
         for (size_t i = 0; i < list.size(); ++i)
-            steps.push_back(make_normalizer(list[i], where + ".normalizers[" + std::to_string(i) + "]"));
+            steps.push_back(make_normalizer(
+                list[i], where + ".normalizers[" + std::to_string(i) + "]", depth + 1));
         return std::make_unique<tok::SequenceNormalizer>(std::move(steps));
     }
     if (type == "Prepend")
@@ -147,14 +188,16 @@ tok::SplitBehavior get_behavior(const json &j, const std::string &where) {
     fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where, ".behavior \"", b, "\" is unknown");
 }
 
-std::unique_ptr<tok::PreTokenizer> make_pre_tokenizer(const json &j, const std::string &where) {
+std::unique_ptr<tok::PreTokenizer> make_pre_tokenizer(const json &j, const std::string &where,
+                                                      int depth = 0) {
     const std::string type = type_of(j, where);
     if (type == "Sequence") {
+        check_nesting(depth, where);
         const json &list = get_array(j, "pretokenizers", where);
         std::vector<std::unique_ptr<tok::PreTokenizer>> steps;
         for (size_t i = 0; i < list.size(); ++i)
-            steps.push_back(
-                make_pre_tokenizer(list[i], where + ".pretokenizers[" + std::to_string(i) + "]"));
+            steps.push_back(make_pre_tokenizer(
+                list[i], where + ".pretokenizers[" + std::to_string(i) + "]", depth + 1));
         return std::make_unique<tok::SequencePreTokenizer>(std::move(steps));
     }
     if (type == "ByteLevel")
@@ -180,13 +223,15 @@ std::unique_ptr<tok::PreTokenizer> make_pre_tokenizer(const json &j, const std::
     unsupported("pre-tokenizer", type);
 }
 
-void add_decoder(const json &j, const std::string &where, std::vector<tok::DecoderStep> &steps) {
+void add_decoder(const json &j, const std::string &where, std::vector<tok::DecoderStep> &steps,
+                 int depth = 0) {
     const std::string type = type_of(j, where);
     tok::DecoderStep s;
     if (type == "Sequence") {
+        check_nesting(depth, where);
         const json &list = get_array(j, "decoders", where);
         for (size_t i = 0; i < list.size(); ++i)
-            add_decoder(list[i], where + ".decoders[" + std::to_string(i) + "]", steps);
+            add_decoder(list[i], where + ".decoders[" + std::to_string(i) + "]", steps, depth + 1);
         return;
     }
     if (type == "ByteLevel") {
@@ -241,15 +286,16 @@ tok::BpeConfig make_bpe(const json &m) {
     const json *vocab = find(m, "vocab");
     if (!vocab || !vocab->is_object())
         fail(SPECLA_ERR_FORMAT, "tokenizer.json: model.vocab must be an object");
+    if (vocab->size() > SPECLA_LIMIT_TOKENIZER_VOCAB)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: model.vocab has ", vocab->size(),
+             " entries, more than SPECLA_LIMIT_TOKENIZER_VOCAB (", SPECLA_LIMIT_TOKENIZER_VOCAB, ")");
     c.vocab.reserve(vocab->size());
-    for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-        if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-            it.value().get<int64_t>() >= (int64_t(1) << 30))
-            fail(SPECLA_ERR_FORMAT, "tokenizer.json: model.vocab[\"", it.key(),
-                 "\"] must be a token id");
-        c.vocab.emplace_back(it.key(), int32_t(it.value().get<int64_t>()));
-    }
+    for (auto it = vocab->begin(); it != vocab->end(); ++it)
+        c.vocab.emplace_back(it.key(), get_token_id(it.value(), "model.vocab[\"" + it.key() + "\"]"));
     const json &merges = get_array(m, "merges", "model");
+    if (merges.size() > SPECLA_LIMIT_TOKENIZER_MERGES)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: model.merges has ", merges.size(),
+             " entries, more than SPECLA_LIMIT_TOKENIZER_MERGES (", SPECLA_LIMIT_TOKENIZER_MERGES, ")");
     c.merges.reserve(merges.size());
     for (const json &e : merges) {
         if (e.is_string()) {
@@ -290,24 +336,26 @@ std::string token_text(const json &j, const char *key) {
 int32_t token_id(const json &j, const char *key) {
     const json *v = find(j, key);
     if (v && v->is_array() && !v->empty()) v = &(*v)[0];
-    if (v && v->is_number_integer()) return int32_t(v->get<int64_t>());
-    return -1;
+    return v ? id_or_none(*v) : -1;
 }
 
 // The special token a post-processor puts in front of a single sequence (-1 when none).
-int32_t template_bos(const json &p) {
+int32_t template_bos(const json &p, const std::string &where = "post_processor", int depth = 0) {
     if (!p.is_object()) return -1;
     const std::string type = p.value("type", "");
     if (type == "Sequence") {
+        check_nesting(depth, where);
         if (const json *list = find(p, "processors"); list && list->is_array())
-            for (const json &q : *list)
-                if (int32_t id = template_bos(q); id >= 0) return id;
+            for (size_t i = 0; i < list->size(); ++i)
+                if (int32_t id = template_bos(
+                        (*list)[i], where + ".processors[" + std::to_string(i) + "]", depth + 1);
+                    id >= 0)
+                    return id;
         return -1;
     }
     if (type == "RobertaProcessing" || type == "BertProcessing") {
         const json *cls = find(p, "cls");
-        if (cls && cls->is_array() && cls->size() == 2 && (*cls)[1].is_number_integer())
-            return int32_t((*cls)[1].get<int64_t>());
+        if (cls && cls->is_array() && cls->size() == 2) return id_or_none((*cls)[1]);
         return -1;
     }
     if (type != "TemplateProcessing") return -1;
@@ -319,8 +367,7 @@ int32_t template_bos(const json &p) {
     const json *table = find(p, "special_tokens");
     const json *entry = table ? find(*table, name.c_str()) : nullptr;
     const json *ids = entry ? find(*entry, "ids") : nullptr;
-    if (ids && ids->is_array() && !ids->empty() && (*ids)[0].is_number_integer())
-        return int32_t((*ids)[0].get<int64_t>());
+    if (ids && ids->is_array() && !ids->empty()) return id_or_none((*ids)[0]);
     return -1;
 }
 
@@ -346,16 +393,18 @@ struct Tokenizer::Loader {
         if (const json *added = find(j, "added_tokens")) {
             if (!added->is_array())
                 fail(SPECLA_ERR_FORMAT, "tokenizer.json: added_tokens must be an array");
+            if (added->size() > SPECLA_LIMIT_TOKENIZER_VOCAB)
+                fail(SPECLA_ERR_FORMAT, "tokenizer.json: added_tokens has ", added->size(),
+                     " entries, more than SPECLA_LIMIT_TOKENIZER_VOCAB (",
+                     SPECLA_LIMIT_TOKENIZER_VOCAB, ")");
             for (size_t i = 0; i < added->size(); ++i) {
                 const json &a = (*added)[i];
                 const std::string where = "added_tokens[" + std::to_string(i) + "]";
                 tok::AddedToken tk;
                 tk.content = get_string(a, "content", where);
                 const json *id = find(a, "id");
-                if (!id || !id->is_number_integer() || id->get<int64_t>() < 0 ||
-                    id->get<int64_t>() >= (int64_t(1) << 30))
-                    fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where, ".id must be a token id");
-                tk.id = int32_t(id->get<int64_t>());
+                if (!id) fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where, " has no \"id\"");
+                tk.id = get_token_id(*id, where + ".id");
                 tk.special = get_bool(a, "special", false, where);
                 tk.single_word = get_bool(a, "single_word", false, where);
                 tk.lstrip = get_bool(a, "lstrip", false, where);

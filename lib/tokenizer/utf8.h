@@ -13,7 +13,7 @@ namespace specla::tok {
 inline constexpr std::string_view kReplacementChar = "\xEF\xBF\xBD";  // U+FFFD
 
 // Length of the sequence introduced by a lead byte of *valid* UTF-8 (1 for continuation bytes, so
-// that loops always advance).
+// that loops always advance). Text that may not be valid needs utf8_char_len.
 inline size_t utf8_len(unsigned char lead) {
     if (lead < 0x80) return 1;
     if (lead < 0xE0) return lead >= 0xC0 ? 2 : 1;
@@ -21,19 +21,34 @@ inline size_t utf8_len(unsigned char lead) {
     return 4;
 }
 
-// Decodes the code point at s[i] of valid UTF-8; *len receives its length in bytes.
+// Decodes the code point at s[i] (i < s.size()); *len receives its length in bytes. Bytes that
+// do not form a whole character there (a sequence cut by the end of `s`, a stray continuation
+// byte) decode one at a time as U+FFFD, so no read leaves `s` whatever it holds.
 inline uint32_t utf8_decode(std::string_view s, size_t i, size_t *len) {
     const auto *p = reinterpret_cast<const unsigned char *>(s.data()) + i;
     const size_t n = utf8_len(p[0]);
+    *len = 1;
+    if (n == 1) return p[0] < 0x80 ? p[0] : 0xFFFD;
+    if (n > s.size() - i) return 0xFFFD;
+    for (size_t k = 1; k < n; ++k)
+        if ((p[k] & 0xC0) != 0x80) return 0xFFFD;
     *len = n;
     switch (n) {
-        case 1: return p[0];
         case 2: return (uint32_t(p[0] & 0x1F) << 6) | (p[1] & 0x3F);
         case 3: return (uint32_t(p[0] & 0x0F) << 12) | (uint32_t(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
         default:
             return (uint32_t(p[0] & 0x07) << 18) | (uint32_t(p[1] & 0x3F) << 12) |
                    (uint32_t(p[2] & 0x3F) << 6) | (p[3] & 0x3F);
     }
+}
+
+// Length of the character at s[i] (i < s.size()) as utf8_decode reads it: never past the end.
+inline size_t utf8_char_len(std::string_view s, size_t i) {
+    const unsigned char b = static_cast<unsigned char>(s[i]);
+    if (b < 0x80) return 1;
+    size_t len;
+    utf8_decode(s, i, &len);
+    return len;
 }
 
 void utf8_append(std::string &out, uint32_t cp);
