@@ -472,6 +472,9 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %ignore SPECLA_LOG_INFO;
 %ignore SPECLA_LOG_WARN;
 %ignore SPECLA_LOG_ERROR;
+/* 64-bit limits written with C casts, which the target languages cannot spell as constants. */
+%ignore SPECLA_LIMIT_SESSION_STATE_BYTES;
+%ignore SPECLA_LIMIT_SESSION_TOKEN_BYTES;
 
 %rename(Status) specla_status;
 %rename(Backend) specla_backend;

@@ -68,9 +68,9 @@ SPECLA_API bool specla_has_cuda(void);
 /* Largest specla_model_params.n_threads; more is SPECLA_ERR_INVALID_ARGUMENT. */
 #define SPECLA_LIMIT_THREADS 256
 /* Largest JSON file read: config.json, tokenizer.json, its side files, the shard index. */
-#define SPECLA_LIMIT_JSON_FILE_BYTES (64u * 1024u * 1024u)
+#define SPECLA_LIMIT_JSON_FILE_BYTES (64 * 1024 * 1024)
 /* Largest safetensors header: the format's own limit (as in the reference implementation). */
-#define SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES 100000000u
+#define SPECLA_LIMIT_SAFETENSORS_HEADER_BYTES 100000000
 /* Largest vocab_size of a model's config.json. */
 #define SPECLA_LIMIT_MODEL_VOCAB (1 << 24)
 /* Largest num_hidden_layers. */
