@@ -2,7 +2,7 @@
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
 #                                 [verify] [api] [specbench] [verifycheck] [trace] [floor]
-#                                 [experiments]
+#                                 [experiments] [arch]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
 # build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
@@ -22,6 +22,8 @@
 #                tests (specla_experiment_tests, experiments.log; the bitwise case also under
 #                compute-sanitizer memcheck, experiments_memcheck.log) and bench_persistent_step
 #                (per-op vs persistent ms per step, its phase timeline; persistent.log)
+#   arch         a second tree built for sm_100a only: its specla program must refuse this GPU
+#                precisely at model load (arch.log), and still generate on the CPU
 # floor and experiments configure the build with -DSPECLA_BUILD_EXPERIMENTS=ON.
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
@@ -84,9 +86,9 @@ if has floor || has experiments; then
     exp_targets="bench_step_floor bench_persistent_step specla_experiment_tests"
 fi
 
+gen=""
+command -v ninja >/dev/null && gen="-G Ninja"
 if has build; then
-    gen=""
-    command -v ninja >/dev/null && gen="-G Ninja"
     {
         cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
             -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
@@ -147,9 +149,29 @@ if has verify; then
     grep -E "seed|bitwise|rel err|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/verify.log" | head -80 >>"$summary"
 fi
 if has api; then
-    timeout "${SPECLA_API_LIMIT:-180}" "$api_bin" --no-intro=true -tc="cuda:*" >"$OUT/api.log" 2>&1
+    timeout "${SPECLA_API_LIMIT:-180}" "$api_bin" --no-intro=true -tc="${SPECLA_API_FILTER:-cuda:*,*CUDA module*}" >"$OUT/api.log" 2>&1
     note "== API CUDA speculative tests: rc=$? after $(elapsed) s"
     grep -E "speculative cuda|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/api.log" | head -30 >>"$summary"
+fi
+# A GPU the kernels are not built for is refused at model load with a message naming both: a
+# second tree whose kernels are built for sm_100a only, its specla program asked for CUDA here.
+if has arch; then
+    arch_build="$root/build-cuda-sm100a"
+    {
+        cmake -S "$root" -B "$arch_build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
+            -DSPECLA_BUILD_SAMPLES=ON -DSPECLA_BUILD_TESTS=OFF -DSPECLA_BUILD_BENCH=OFF -DSPECLA_BUILD_BINDINGS=OFF \
+            -DSPECLA_CUDA_GENCODE="-gencode=arch=compute_100a,code=sm_100a" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 &&
+        timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$arch_build" -j "$(nproc)" --target specla_cli
+    } >"$OUT/arch_build.log" 2>&1
+    note "== build for sm_100a only: rc=$? after $(elapsed) s"
+    {
+        "$arch_build/samples/specla" generate --model "$root/models/gdn-pycode-22m" --tokens 1,2,3 --max-tokens 8 --backend cpu
+        echo "cpu rc=$?"
+        "$arch_build/samples/specla" generate --model "$root/models/gdn-pycode-22m" --tokens 1,2,3 --max-tokens 8 --backend cuda
+        echo "cuda rc=$?"
+    } >"$OUT/arch.log" 2>&1
+    note "== the sm_100a build on this GPU:"
+    cat "$OUT/arch.log" >>"$summary"
 fi
 if has specbench; then
     {
