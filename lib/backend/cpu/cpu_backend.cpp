@@ -278,7 +278,7 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
     Pass pass;
     pass.n = n;
     st.verified = false;  // the state moves on: earlier verification results no longer apply
-    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + t * config_.hidden_size);
+    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + size_t(t) * size_t(config_.hidden_size));
     forward(st, pass, rows, logits);
 }
 
@@ -301,7 +301,7 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.verify = true;
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
     if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
-    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + t * config_.hidden_size);
+    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + size_t(t) * size_t(config_.hidden_size));
     const size_t vocab = size_t(config_.vocab_size);
     float *logits = out.logits;
     if (!logits) {
