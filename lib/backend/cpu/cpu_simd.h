@@ -15,6 +15,15 @@
 #include <cstdint>
 #include <cstring>
 
+// ThreadSanitizer builds do without the clones: their ifunc resolvers run while the dynamic loader
+// relocates the library, before TSan's runtime is set up, and the instrumented resolver crashes.
+#if defined(__SANITIZE_THREAD__)
+#define SPECLA_CPU_NO_DISPATCH 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SPECLA_CPU_NO_DISPATCH 1
+#endif
+#endif
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECLA_CPU_NO_DISPATCH)
 #define SPECLA_CPU_KERNEL __attribute__((target_clones("arch=x86-64-v3", "default")))
 #else
