@@ -119,7 +119,10 @@ step "budgets and prompt bytes"
 # A sanitizer build reserves terabytes of shadow memory at start, so there the cap is left off
 # (the huge budget still runs; the no-reservation property is checked by the plain build).
 CAP="ulimit -v 4194304"
-if nm -D "$CLI" 2>/dev/null | grep -qE '__(asan|tsan)_init'; then
+# (The symbol table is read whole first: under pipefail, grep -q closing the pipe early would
+# fail nm with SIGPIPE and hide the match.)
+SYMS=$(nm -D "$CLI" 2>/dev/null || true)
+if grep -qE '__(asan|tsan)_init' <<<"$SYMS"; then
     CAP=true
     echo "(sanitizer build: no address-space cap)"
 fi
