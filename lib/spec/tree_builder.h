@@ -1,0 +1,68 @@
+// Dynamic draft trees from a learned drafter's distributions (EAGLE-2 style, see
+// spec/eagle_drafter.md): best-first expansion by cumulative log-probability, top-k children per
+// expanded node, confidence pruning, node and depth budgets, and a tree size chosen from the
+// measured costs of verification passes on the backend that runs them. Pure bookkeeping: the
+// drafter evaluates the nodes this class asks for and hands back their distributions.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "generate/rng.h"
+#include "spec/draft_tree.h"
+
+namespace specla {
+
+struct TreeParams {
+    int32_t max_nodes = 32;     // node budget of the final tree
+    int32_t max_depth = 8;      // depth budget (a node's depth: 1 for a child of the context end)
+    int32_t top_k = 4;          // children drawn per expanded node, and nodes expanded per level
+    float prune_margin = 8.f;   // keep nodes whose score is within this many nats of the best
+                                // path's; <= 0: no margin pruning
+    bool size_from_cost = true; // choose the node count from the measured costs (else fill the budget)
+};
+
+struct TreeCandidate {
+    int32_t token = -1;
+    int32_t parent = -1;   // candidate index, -1: a child of the context end
+    int32_t depth = 1;
+    float logp = 0.f;      // log q of the token under the distribution it was drawn from
+    float score = 0.f;     // cumulative logp along the path (the path's drafter log-probability)
+};
+
+// Measured seconds of the passes a tree costs, per number of rows, so the tree size fits the
+// backend: on a CPU a verification of n nodes costs about n steps, on a GPU about one. Until
+// measured, a prior that assumes a pass costs as much as n + 1 plain rows (a CPU's) keeps trees
+// small; measurements replace it per row count.
+class PassCostModel {
+public:
+    // A target verification pass over n_nodes draft nodes (plus the pending token's row).
+    void observe_verify(int32_t n_nodes, double seconds);
+    // One drafter pass (a catch-up chain or a draft level) of n_rows rows.
+    void observe_draft(int32_t n_rows, double seconds);
+    double verify_seconds(int32_t n_nodes) const;
+    double draft_seconds(int32_t n_rows) const;
+    bool calibrated() const;
+};
+
+class TreeBuilder {
+public:
+    // Start a tree from the drafter's distribution of the first draft position (probabilities,
+    // `vocab` floats). rng null: greedy drafting, children are the top-k tokens (deterministic,
+    // one-hot proposals). rng given: sampled generation, children are drawn without replacement
+    // from the distribution, and the tree keeps the rows they were drawn from (draft_dists), so
+    // that acceptance stays lossless; the rules that keep it so are in tree_builder.cpp.
+    void start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng);
+    // The candidates whose children the drafter should produce next (one drafter pass for all of
+    // them); empty when the tree is complete (depth budget, node budget or margin reached).
+    const std::vector<int32_t> &frontier() const;
+    // probs row i: the drafter's next-token probabilities after frontier()[i] (`vocab` floats).
+    void expand(const float *probs, int32_t vocab);
+    const std::vector<TreeCandidate> &candidates() const;
+    // The final tree: topological, ancestor-closed, at most max_nodes nodes (fewer when the cost
+    // model says a smaller tree pays more); node_candidate[i] is the candidate index of node i.
+    // cost may be null (then the budget decides).
+    void finish(const PassCostModel *cost, DraftTree &out, std::vector<int32_t> &node_candidate);
+};
+
+}  // namespace specla
