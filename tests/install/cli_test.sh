@@ -129,7 +129,7 @@ fi
 OUT=$( ($CAP && "$CLI" generate --model "$PYCODE" --tokens 0,318,1207 --max-tokens 2147483647 \
     --stop "(" --threads 2 --quiet) 2>"$WORK/err") || { cat "$WORK/err" >&2; die "generate with --max-tokens 2147483647 failed"; }
 [[ "$OUT" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "generate with a huge budget did not print token ids: '$OUT'"
-echo "--max-tokens 2147483647 under a 4 GiB cap: $(tr ',' '\n' <<<"$OUT" | wc -l) tokens until the stop string"
+echo "--max-tokens 2147483647 ($CAP): $(tr ',' '\n' <<<"$OUT" | wc -l) tokens until the stop string"
 OUT_SPEC=$( ($CAP && "$CLI" generate --model "$PYCODE" --tokens 0,318,1207 --max-tokens 2147483647 \
     --stop "(" --threads 2 --quiet --speculative) 2>"$WORK/err") || { cat "$WORK/err" >&2; die "speculative generate with --max-tokens 2147483647 failed"; }
 [[ "$OUT_SPEC" == "$OUT" ]] || die "speculative ids differ from plain ones: $OUT_SPEC vs $OUT"
