@@ -51,8 +51,8 @@ def build_tree(drafter: EagleDrafter, root_logits: torch.Tensor, root_feature: t
     return tokens, f_in, f_out, logits
 
 
+@torch.no_grad()
 def make(target_dir: Path, out_dir: Path, seed: int = 20260418) -> dict[str, torch.Tensor]:
-    torch.set_grad_enabled(False)
     target = GDNModel.from_folder(target_dir)
     config = drafter_config_dict(layer_config_dict(target.cfg, **LAYER), target.cfg)
     drafter = EagleDrafter(config, target)
