@@ -269,3 +269,14 @@ def init_weights(drafter: EagleDrafter, generator: torch.Generator, proj_gain: f
                 p.copy_(1 + norm_jitter * torch.randn(p.shape, generator=generator))
             else:
                 raise AssertionError(f"unhandled parameter {name}")
+
+
+def init_fc_feature_passthrough(drafter: EagleDrafter, generator: torch.Generator, emb_gain: float = 1.0) -> None:
+    """fc = [N(0, emb_gain^2 / D) | I]: the block input starts as the input feature plus a random
+    projection of the token's embedding, so that before training the drafter already predicts
+    (through the shared head) the target's own distribution at its input feature, and learning
+    starts from the feature rather than from a random mix of it."""
+    d = drafter.cfg.hidden_size
+    with torch.no_grad():
+        w = torch.randn(d, d, generator=generator) * (emb_gain / math.sqrt(d))
+        drafter.fc.weight.copy_(torch.cat([w, torch.eye(d)], dim=1))

@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 
 from .data import TokenFile
-from .eagle import EagleDrafter, drafter_config_dict, init_weights, layer_config_dict
+from .eagle import EagleDrafter, drafter_config_dict, init_fc_feature_passthrough, init_weights, layer_config_dict
 from .gdn_torch import GDNModel
 from .losses import level_losses, top1_agreement
 
@@ -57,6 +57,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--val-windows", type=int, default=64)
     ap.add_argument("--chunk", type=int, default=64)
     ap.add_argument("--dtype", default="bf16", choices=["bf16", "f32"], help="dtype of the written weights")
+    ap.add_argument("--fc-init", default="passthrough", choices=["passthrough", "random"],
+                    help="fc starts as [random | identity] (the feature passes through) or random")
     ap.add_argument("--layer", default="{}", help="JSON overrides of the drafter layer config (default: target's layer)")
     return ap.parse_args(argv)
 
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> dict:
     # Residual writers start small (0.1) so that the fc's mix of embedding and feature carries
     # the stream at first.
     init_weights(drafter, gen, proj_gain=1.0, out_gain=0.1)
+    if args.fc_init == "passthrough":
+        init_fc_feature_passthrough(drafter, gen)
     drafter.to(device)
     data = TokenFile(args.tokens, args.val_fraction, args.seq_len)
     val = data.val_windows(args.batch, args.val_windows)
