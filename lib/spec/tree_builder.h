@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <vector>
 
 #include "generate/rng.h"
@@ -26,14 +27,18 @@ struct TreeCandidate {
     int32_t token = -1;
     int32_t parent = -1;   // candidate index, -1: a child of the context end
     int32_t depth = 1;
-    float logp = 0.f;      // log q of the token under the distribution it was drawn from
+    float logp = 0.f;      // log q of the token under the drafter's distribution after its parent
+                           // (the full row; a sampled sibling's without-replacement row, which
+                           // it was drawn from, is its draft_dists row)
     float score = 0.f;     // cumulative logp along the path (the path's drafter log-probability)
 };
 
 // Measured seconds of the passes a tree costs, per number of rows, so the tree size fits the
 // backend: on a CPU a verification of n nodes costs about n steps, on a GPU about one. Until
 // measured, a prior that assumes a pass costs as much as n + 1 plain rows (a CPU's) keeps trees
-// small; measurements replace it per row count.
+// small; measurements replace it per row count. The exact estimate (moving average per count,
+// interpolation, prior) is described in tree_builder.cpp. Bad arguments (negative counts, NaN,
+// infinite or negative seconds) throw SPECLA_ERR_INVALID_ARGUMENT.
 class PassCostModel {
 public:
     // A target verification pass over n_nodes draft nodes (plus the pending token's row).
@@ -41,8 +46,23 @@ public:
     // One drafter pass (a catch-up chain or a draft level) of n_rows rows.
     void observe_draft(int32_t n_rows, double seconds);
     double verify_seconds(int32_t n_nodes) const;
+    // 0 until a drafter pass has been observed (an unknown drafting cost is left out, not guessed).
     double draft_seconds(int32_t n_rows) const;
+    // Verification passes of at least two different node counts observed: the model then knows
+    // the cost's slope instead of assuming one, and TreeBuilder sizes trees from it.
     bool calibrated() const;
+
+private:
+    // Per row count: a moving average of the observed seconds. extra_rows: rows a pass has
+    // besides its counted ones (1 for a verification: the pending token).
+    struct RowCosts {
+        int32_t extra_rows = 0;
+        std::map<int32_t, double> seconds;
+        void observe(int32_t n, double s);
+        double estimate(int32_t n, double unit_before_any) const;
+    };
+    RowCosts verify_{1, {}};
+    RowCosts draft_{0, {}};
 };
 
 class TreeBuilder {
@@ -62,7 +82,36 @@ public:
     // The final tree: topological, ancestor-closed, at most max_nodes nodes (fewer when the cost
     // model says a smaller tree pays more); node_candidate[i] is the candidate index of node i.
     // cost may be null (then the budget decides).
+    // With rng given, finish() never drops a drawn node because of its own score (see
+    // tree_builder.cpp); the cost model then decides node by node in drawing order, on estimates
+    // fixed before each node was drawn, and draft_dists holds each node's row.
     void finish(const PassCostModel *cost, DraftTree &out, std::vector<int32_t> &node_candidate);
+
+private:
+    void compute_frontier();
+    void add_children(int32_t parent, const float *probs, double row_sum, int32_t max_children);
+    double drafting_seconds(const PassCostModel &cost, int32_t levels) const;
+    void finish_greedy(const PassCostModel *cost, std::vector<int32_t> &kept) const;
+    void finish_sampled(const PassCostModel *cost, std::vector<int32_t> &kept) const;
+
+    TreeParams params_;
+    int32_t vocab_ = 0;
+    Rng *rng_ = nullptr;
+    std::vector<TreeCandidate> candidates_;
+    std::vector<int32_t> frontier_;
+    std::vector<int32_t> frontier_children_;  // children each frontier node gets (its top_k,
+                                              // or what the node budget leaves, sampled mode)
+    int32_t level_begin_ = 0;          // first candidate of the newest level
+    float best_score_ = 0.f;           // the best candidate score so far
+    // Rows of each drafter pass this tree used: [0] the pass that gave the root distribution
+    // (counted as one row), then one entry per expand() (the frontier's size).
+    std::vector<int32_t> pass_rows_;
+    // Sampled mode, per candidate: the row it was drawn from (vocab floats each) and the
+    // drafter's estimate, made before the draw, of the probability that it is accepted.
+    std::vector<float> rows_;
+    std::vector<double> prior_value_;
+    std::vector<float> normalised_, available_;
+    std::vector<int32_t> ids_;
 };
 
 }  // namespace specla
