@@ -549,6 +549,7 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %immutable specla_spec_stats::steps;             %immutable specla_spec_stats::drafted;
 %immutable specla_spec_stats::accepted;          %immutable specla_spec_stats::generated;
 %immutable specla_spec_stats::mean_accepted_length; %immutable specla_spec_stats::acceptance_rate;
+%immutable specla_drafter_params::path;  /* set with setPath, below */
 
 %include "specla/specla.h"
 
@@ -567,7 +568,34 @@ SPECLA_DEFAULTED_PARAMS(specla_model_params, specla_model_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_session_params, specla_session_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_sampling_params, specla_sampling_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_generate_params, specla_generate_default_params)
-SPECLA_DEFAULTED_PARAMS(specla_drafter_params, specla_drafter_default_params)
+/* The drafter folder (EAGLE) is a string the parameters object owns: set with setPath (a copy,
+ * freed with the object or by the next setPath), read as a property. SWIG's own setter for a
+ * `const char *` member would copy without ever freeing. */
+%extend specla_drafter_params {
+    specla_drafter_params() {
+        specla_drafter_params *p = (specla_drafter_params *)malloc(sizeof(specla_drafter_params));
+        if (p) *p = specla_drafter_default_params();
+        return p;
+    }
+    ~specla_drafter_params() {
+        free((char *)$self->path);
+        free($self);
+    }
+    void set_path(const char *folder) {
+        char *copy = NULL;
+        if (folder) {
+            const size_t n = strlen(folder) + 1;
+            copy = (char *)malloc(n);
+            if (!copy) {
+                specla_binding_fail(SPECLA_ERR_OUT_OF_MEMORY, "out of memory copying the drafter path");
+                return;
+            }
+            memcpy(copy, folder, n);
+        }
+        free((char *)$self->path);
+        $self->path = copy;
+    }
+}
 SPECLA_DEFAULTED_PARAMS(specla_spec_params, specla_spec_default_params)
 
 /* ==== Handles ================================================================================ */

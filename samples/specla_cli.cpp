@@ -2,6 +2,7 @@
 //
 //   specla generate --model DIR (--tokens 1,2,3 | --prompt TEXT | --prompt-file F) [--max-tokens N]
 //                   [--temperature T --top-k K --top-p P --seed S] [--stop STR ...] [--backend cpu|cuda]
+//                   [--speculative [--drafter DIR] [--draft-nodes N --draft-depth D --tree-top-k K ...]]
 //   specla logits   --model DIR --tokens 1,2,3 --out FILE.safetensors
 #include <CLI/CLI.hpp>
 
@@ -110,6 +111,7 @@ std::vector<int32_t> tokenize_prompt(const Loaded &l, const std::string &text) {
 
 struct Speculation {
     bool on = false;
+    std::string drafter_dir;  // --drafter: the EAGLE drafter's folder
     specla_spec_params params = specla_spec_default_params();
     specla_drafter_params drafter = specla_drafter_default_params();
 };
@@ -125,6 +127,11 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
     Loaded l;
     load(c, l);
     specla_drafter *drafter = nullptr;
+    if (!spec.drafter_dir.empty()) {
+        spec.on = true;
+        spec.drafter.type = SPECLA_DRAFTER_EAGLE;
+        spec.drafter.path = spec.drafter_dir.c_str();
+    }
     if (spec.on) {
         const specla_status st = specla_drafter_create(l.model, spec.drafter, &drafter);
         if (st != SPECLA_OK) die("cannot create the drafter", st);
@@ -257,13 +264,23 @@ int main(int argc, char **argv) {
     gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
     gen->add_flag("--quiet,-q", quiet, "print only the generated text or ids (no prompt echo, no timing line)");
     Speculation spec;
-    gen->add_flag("--speculative,-s", spec.on, "speculative decoding with the prompt-lookup drafter (same output)");
+    gen->add_flag("--speculative,-s", spec.on,
+                  "speculative decoding (same output), with the prompt-lookup drafter unless --drafter is given");
+    gen->add_option("--drafter", spec.drafter_dir,
+                    "EAGLE drafter folder trained for this model (implies --speculative with that drafter)");
     gen->add_option("--draft-nodes", spec.params.max_draft_nodes, "draft nodes per verification")->capture_default_str();
     gen->add_option("--draft-depth", spec.params.max_draft_depth, "deepest draft position")->capture_default_str();
     gen->add_option("--ngram-min", spec.drafter.min_ngram, "prompt lookup: shortest n-gram")->capture_default_str();
     gen->add_option("--ngram-max", spec.drafter.max_ngram, "prompt lookup: longest n-gram")->capture_default_str();
     gen->add_option("--draft-branches", spec.drafter.max_branches, "prompt lookup: continuations kept as branches")
         ->capture_default_str();
+    gen->add_option("--tree-top-k", spec.params.tree_top_k, "EAGLE: children per expanded node and nodes per depth")
+        ->capture_default_str();
+    gen->add_option("--tree-margin", spec.params.tree_prune_margin,
+                    "EAGLE: keep nodes within this many nats of the best path (<= 0: no pruning)")
+        ->capture_default_str();
+    gen->add_flag("--tree-fixed-size", [&](int64_t) { spec.params.tree_size_from_cost = false; },
+                  "EAGLE: fill the node budget instead of sizing trees from the measured pass costs");
     gen->add_flag("--no-deferred-commit", [&](int64_t) { spec.params.deferred_commit = false; },
                   "apply accepted factors right away instead of inside the next pass");
 

@@ -148,6 +148,10 @@ type SpecOptions struct {
 	MaxDraftDepth  int32 // deepest draft position
 	TreeAlgorithm  TreeAlgorithm
 	DeferredCommit bool
+	// EAGLE drafter trees (prompt lookup ignores them).
+	TreeTopK         int32   // children per expanded node and nodes expanded per depth
+	TreePruneMargin  float32 // nats behind the best path's log-probability; <= 0: no pruning
+	TreeSizeFromCost bool    // size trees from the measured pass costs (else fill the budget)
 }
 
 // DefaultSpecOptions returns the library's defaults (greedy).
@@ -155,11 +159,14 @@ func DefaultSpecOptions() SpecOptions {
 	p := native.NewSpecParams()
 	defer native.DeleteSpecParams(p)
 	return SpecOptions{
-		Generate:       generateOptionsFrom(p.GetGenerate()),
-		MaxDraftNodes:  int32(p.GetMaxDraftNodes()),
-		MaxDraftDepth:  int32(p.GetMaxDraftDepth()),
-		TreeAlgorithm:  TreeAlgorithm(p.GetTreeAlgorithm()),
-		DeferredCommit: p.GetDeferredCommit(),
+		Generate:         generateOptionsFrom(p.GetGenerate()),
+		MaxDraftNodes:    int32(p.GetMaxDraftNodes()),
+		MaxDraftDepth:    int32(p.GetMaxDraftDepth()),
+		TreeAlgorithm:    TreeAlgorithm(p.GetTreeAlgorithm()),
+		DeferredCommit:   p.GetDeferredCommit(),
+		TreeTopK:         int32(p.GetTreeTopK()),
+		TreePruneMargin:  p.GetTreePruneMargin(),
+		TreeSizeFromCost: p.GetTreeSizeFromCost(),
 	}
 }
 
@@ -171,17 +178,29 @@ func (o *SpecOptions) toNative() native.SpecParams {
 		p.SetMaxDraftDepth(int(o.MaxDraftDepth))
 		p.SetTreeAlgorithm(native.Enum_SS_specla_tree_algorithm(o.TreeAlgorithm))
 		p.SetDeferredCommit(o.DeferredCommit)
+		p.SetTreeTopK(int(o.TreeTopK))
+		p.SetTreePruneMargin(o.TreePruneMargin)
+		p.SetTreeSizeFromCost(o.TreeSizeFromCost)
 	}
 	return p
 }
 
-// DrafterOptions configures Model.NewDrafter (specla_drafter_params); the drafter is prompt
-// lookup, the only kind the library has.
+// DrafterType selects the drafter (specla_drafter_type).
+type DrafterType int
+
+const (
+	DrafterPromptLookup DrafterType = 0 // n-gram match against the session's own context
+	DrafterEagle        DrafterType = 1 // a learned drafter folder (Path) trained for the model
+)
+
+// DrafterOptions configures Model.NewDrafter (specla_drafter_params).
 type DrafterOptions struct {
-	MinNgram    int32 // shortest suffix matched
-	MaxNgram    int32 // longest suffix matched, tried first
-	MaxDraftLen int32 // longest proposed continuation
-	MaxBranches int32 // distinct continuations kept as tree branches
+	Type        DrafterType
+	MinNgram    int32  // prompt lookup: shortest suffix matched
+	MaxNgram    int32  // prompt lookup: longest suffix matched, tried first
+	MaxDraftLen int32  // prompt lookup: longest proposed continuation
+	MaxBranches int32  // prompt lookup: distinct continuations kept as tree branches
+	Path        string // EAGLE: the drafter folder
 }
 
 // DefaultDrafterOptions returns the library's defaults.
@@ -189,6 +208,8 @@ func DefaultDrafterOptions() DrafterOptions {
 	p := native.NewDrafterParams()
 	defer native.DeleteDrafterParams(p)
 	return DrafterOptions{
+		Type:        DrafterType(p.GetDrafterType()),
+		Path:        p.GetPath(),
 		MinNgram:    int32(p.GetMinNgram()),
 		MaxNgram:    int32(p.GetMaxNgram()),
 		MaxDraftLen: int32(p.GetMaxDraftLen()),
@@ -203,6 +224,10 @@ func (o *DrafterOptions) toNative() native.DrafterParams {
 		p.SetMaxNgram(int(o.MaxNgram))
 		p.SetMaxDraftLen(int(o.MaxDraftLen))
 		p.SetMaxBranches(int(o.MaxBranches))
+		p.SetDrafterType(native.Enum_SS_specla_drafter_type(o.Type))
+		if o.Path != "" {
+			p.SetPath(o.Path)
+		}
 	}
 	return p
 }

@@ -254,3 +254,25 @@ func TestSpeculativeEqualsPlainGreedy(t *testing.T) {
 		t.Errorf("GenerateSpeculativeText gave %q, Detokenize of the tokens %q", streamed, text)
 	}
 }
+
+// The EAGLE drafter's folder travels as a string the parameters own; a folder that is not a
+// drafter trained for the model is refused with the status and a message naming the file.
+func TestEagleDrafterFolderChecked(t *testing.T) {
+	model := loadModel(t)
+	missing := requireModelDir(t) + "/no-such-drafter"
+	_, err := model.NewDrafter(&DrafterOptions{Type: DrafterEagle, Path: missing})
+	if e := expectStatus(t, err, StatusIO, "a missing drafter folder"); e != nil && !strings.Contains(e.Message, missing) {
+		t.Errorf("message %q does not name %q", e.Message, missing)
+	}
+	// The model's own folder has no specla_drafter block.
+	_, err = model.NewDrafter(&DrafterOptions{Type: DrafterEagle, Path: requireModelDir(t)})
+	if e := expectStatus(t, err, StatusFormat, "a target model's folder as drafter"); e != nil && !strings.Contains(e.Message, "specla_drafter") {
+		t.Errorf("message %q does not name the specla_drafter block", e.Message)
+	}
+	if d := DefaultDrafterOptions(); d.Type != DrafterPromptLookup || d.Path != "" {
+		t.Errorf("default drafter options %+v", d)
+	}
+	if s := DefaultSpecOptions(); s.TreeTopK != 4 || s.TreePruneMargin != 8 || !s.TreeSizeFromCost {
+		t.Errorf("default tree options %+v", s)
+	}
+}

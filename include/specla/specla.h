@@ -87,6 +87,8 @@ SPECLA_API bool specla_has_cuda(void);
 #define SPECLA_LIMIT_SESSION_TOKEN_BYTES ((uint64_t)256 << 20)
 /* Smallest temperature that samples (FLT_MIN); a positive one below it is greedy, as 0 is. */
 #define SPECLA_LIMIT_MIN_TEMPERATURE 1.17549435e-38f
+/* Largest specla_spec_params.tree_top_k (an EAGLE drafter's pass has up to top_k x depth rows). */
+#define SPECLA_LIMIT_DRAFT_TOP_K 64
 /* Most stop strings one generation call takes (specla_generate_params.n_stop_strings). */
 #define SPECLA_LIMIT_STOP_STRINGS 1024
 /* Token ids of a tokenizer lie in [0, this); vocabulary entries and added tokens are at most this many. */
@@ -452,16 +454,27 @@ SPECLA_API void specla_string_free(char *text);
  * distributed exactly as the target's sampling distribution otherwise. */
 
 typedef enum specla_drafter_type {
-    SPECLA_DRAFTER_PROMPT_LOOKUP = 0  /* n-gram match against the session's own context; no
+    SPECLA_DRAFTER_PROMPT_LOOKUP = 0, /* n-gram match against the session's own context; no
                                          training, strong on code and on text that repeats */
+    SPECLA_DRAFTER_EAGLE = 1          /* a learned one-layer drafter that reads the target's own
+                                         features (EAGLE style), loaded from a drafter folder
+                                         trained for this model (`path`); CPU models only for
+                                         now (a CUDA model: SPECLA_ERR_UNSUPPORTED) */
 } specla_drafter_type;
 
 typedef struct specla_drafter_params {
     specla_drafter_type type;   /* default SPECLA_DRAFTER_PROMPT_LOOKUP */
     int32_t min_ngram;          /* prompt lookup: shortest suffix matched (default 2) */
     int32_t max_ngram;          /* prompt lookup: longest suffix matched, tried first (default 4) */
-    int32_t max_draft_len;      /* longest proposed continuation (default 8) */
-    int32_t max_branches;       /* distinct continuations kept as tree branches (default 2) */
+    int32_t max_draft_len;      /* prompt lookup: longest proposed continuation (default 8) */
+    int32_t max_branches;       /* prompt lookup: distinct continuations kept as tree branches
+                                   (default 2) */
+    const char *path;           /* EAGLE: the drafter folder (config.json with a specla_drafter
+                                   block, model.safetensors), read during specla_drafter_create
+                                   only; default NULL. It is checked against the model: hidden
+                                   size, vocabulary, layer count (SPECLA_ERR_SHAPE), kind and
+                                   format (SPECLA_ERR_UNSUPPORTED), tensors (SPECLA_ERR_SHAPE),
+                                   missing files (SPECLA_ERR_IO). */
 } specla_drafter_params;
 
 SPECLA_API specla_drafter_params specla_drafter_default_params(void);
@@ -482,11 +495,22 @@ typedef struct specla_spec_params {
     specla_generate_params generate;  /* sampling, budget, streaming, stop conditions */
     int32_t max_draft_nodes;          /* nodes per verification (default 4: best measured with
                                          prompt lookup on gdn-pycode-22m; at most the
-                                         session's max_tree_nodes) */
+                                         session's max_tree_nodes; an EAGLE drafter's trees
+                                         are sized within it) */
     int32_t max_draft_depth;          /* deepest draft position (default 8) */
     specla_tree_algorithm tree_algorithm;
     bool deferred_commit;             /* apply accepted factors inside the next verification
                                          pass (default true) */
+    /* How an EAGLE drafter builds its trees (best-first by the drafter's path log-probability;
+     * prompt lookup ignores these): */
+    int32_t tree_top_k;               /* children per expanded node and nodes expanded per
+                                         depth, 1..SPECLA_LIMIT_DRAFT_TOP_K (default 4) */
+    float tree_prune_margin;          /* keep nodes whose path log-probability is within this
+                                         many nats of the best path's; <= 0: no margin pruning
+                                         (default 8); not NaN */
+    bool tree_size_from_cost;         /* choose the node count, within max_draft_nodes, from the
+                                         measured costs of verification and drafting passes on
+                                         this backend (default true); false: fill the budget */
 } specla_spec_params;
 
 SPECLA_API specla_spec_params specla_spec_default_params(void);

@@ -1,5 +1,6 @@
 // C API: drafters, speculative generation, and the tree verification primitive.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -10,6 +11,7 @@
 #include "generate/rng.h"
 #include "generate/text_stream.h"
 #include "session/session.h"
+#include "spec/eagle_drafter.h"
 #include "spec/prompt_lookup.h"
 #include "spec/speculative.h"
 #include "tokenizer/tokenizer.h"
@@ -50,11 +52,17 @@ std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *dr
             "the drafter was created for another model than the session's");
     require(p.max_draft_nodes >= 0 && p.max_draft_depth >= 0, SPECLA_ERR_INVALID_ARGUMENT,
             "max_draft_nodes and max_draft_depth must not be negative");
+    require(p.tree_top_k >= 1 && p.tree_top_k <= SPECLA_LIMIT_DRAFT_TOP_K, SPECLA_ERR_INVALID_ARGUMENT,
+            "tree_top_k must be in [1, SPECLA_LIMIT_DRAFT_TOP_K = ", SPECLA_LIMIT_DRAFT_TOP_K, "], got ", p.tree_top_k);
+    require(!std::isnan(p.tree_prune_margin), SPECLA_ERR_INVALID_ARGUMENT, "tree_prune_margin must not be NaN");
     Session &s = *session->impl;
     SpecOptions opts;
     opts.gen = generate_options(session, p.generate, stream);
     opts.budget.max_nodes = p.max_draft_nodes;
     opts.budget.max_depth = p.max_draft_depth;
+    opts.budget.top_k = p.tree_top_k;
+    opts.budget.prune_margin = p.tree_prune_margin;
+    opts.budget.size_from_cost = p.tree_size_from_cost;
     opts.algorithm = algorithm_from(p.tree_algorithm);
     opts.deferred_commit = p.deferred_commit;
     SpecStats stats;
@@ -75,6 +83,7 @@ SPECLA_API specla_drafter_params specla_drafter_default_params(void) {
     p.max_ngram = 4;
     p.max_draft_len = 8;
     p.max_branches = 2;
+    p.path = nullptr;
     return p;
 }
 
@@ -84,21 +93,28 @@ SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla
     return guarded([&] {
         require_arg(model, "model");
         require_arg(out, "out");
-        require(params.type == SPECLA_DRAFTER_PROMPT_LOOKUP, SPECLA_ERR_INVALID_ARGUMENT, "unknown drafter type ",
-                int(params.type));
-        require(params.min_ngram >= 1 && params.max_ngram >= params.min_ngram, SPECLA_ERR_INVALID_ARGUMENT,
-                "prompt lookup needs 1 <= min_ngram <= max_ngram (got ", params.min_ngram, ", ", params.max_ngram, ")");
-        require(params.max_ngram <= 64, SPECLA_ERR_INVALID_ARGUMENT, "max_ngram must be at most 64, got ",
-                params.max_ngram);
-        require(params.max_draft_len >= 1 && params.max_branches >= 1, SPECLA_ERR_INVALID_ARGUMENT,
-                "max_draft_len and max_branches must be at least 1");
-        PromptLookupParams pl;
-        pl.min_n = params.min_ngram;
-        pl.max_n = params.max_ngram;
-        pl.max_draft_len = params.max_draft_len;
-        pl.max_branches = params.max_branches;
         auto handle = std::make_unique<specla_drafter>();
-        handle->impl = std::make_unique<PromptLookupDrafter>(pl);
+        if (params.type == SPECLA_DRAFTER_EAGLE) {
+            require(params.path != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+                    "an EAGLE drafter needs specla_drafter_params.path, the drafter folder");
+            handle->impl = EagleDrafter::load(params.path, *model->impl);
+        } else {
+            require(params.type == SPECLA_DRAFTER_PROMPT_LOOKUP, SPECLA_ERR_INVALID_ARGUMENT, "unknown drafter type ",
+                    int(params.type));
+            require(params.min_ngram >= 1 && params.max_ngram >= params.min_ngram, SPECLA_ERR_INVALID_ARGUMENT,
+                    "prompt lookup needs 1 <= min_ngram <= max_ngram (got ", params.min_ngram, ", ", params.max_ngram,
+                    ")");
+            require(params.max_ngram <= 64, SPECLA_ERR_INVALID_ARGUMENT, "max_ngram must be at most 64, got ",
+                    params.max_ngram);
+            require(params.max_draft_len >= 1 && params.max_branches >= 1, SPECLA_ERR_INVALID_ARGUMENT,
+                    "max_draft_len and max_branches must be at least 1");
+            PromptLookupParams pl;
+            pl.min_n = params.min_ngram;
+            pl.max_n = params.max_ngram;
+            pl.max_draft_len = params.max_draft_len;
+            pl.max_branches = params.max_branches;
+            handle->impl = std::make_unique<PromptLookupDrafter>(pl);
+        }
         handle->model = model;
         *out = handle.release();
     });
@@ -113,6 +129,9 @@ SPECLA_API specla_spec_params specla_spec_default_params(void) {
     p.max_draft_depth = 8;
     p.tree_algorithm = SPECLA_TREE_AUTO;
     p.deferred_commit = true;
+    p.tree_top_k = 4;
+    p.tree_prune_margin = 8.f;
+    p.tree_size_from_cost = true;
     return p;
 }
 

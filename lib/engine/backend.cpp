@@ -19,6 +19,10 @@ void Backend::copy_state(SequenceState &, SequenceState &) {
     fail(SPECLA_ERR_UNSUPPORTED, "copying a session state is not available on this backend yet");
 }
 
+std::unique_ptr<Backend> Backend::create_drafter_backend(const ModelConfig &, ModelWeights) const {
+    fail(SPECLA_ERR_UNSUPPORTED, "drafter models are not available on this backend yet");
+}
+
 SessionMemory Backend::session_memory(const SequenceState &) const { return {}; }
 
 }  // namespace specla

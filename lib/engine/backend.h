@@ -46,11 +46,27 @@ struct SamplingConfig {
     bool restricts(int32_t vocab) const { return candidates(vocab) < vocab; }
 };
 
-// Where a verification's results go (host memory, one row per node); either may be null. A
-// greedy acceptance needs only the argmax, which a GPU backend computes without copying logits.
+// Per-row feature vectors of a pass (spec/eagle_drafter.md), host memory, D = hidden_size floats
+// per row. Either pointer may be null.
+struct RowFeatures {
+    // Every row's input feature (n x D), for drafter models (weights with fc) only, which start
+    // a row from fc @ concat(embedding[token], feature); required by them, refused by others.
+    const float *in = nullptr;
+    // The rows' last hidden state after the last layer, before the final norm (what the output
+    // head turns into the row's logits): eval_chain writes all n rows, verify_tree the rows from
+    // VerifyOutputs::first_row on.
+    float *out = nullptr;
+};
+
+// Where a verification's results go (host memory); any pointer may be null. A greedy acceptance
+// needs only the argmax, which a GPU backend computes without copying logits. Outputs are written
+// for the rows t >= first_row only, row t at index t - first_row of each buffer (so n - first_row
+// rows); a drafter's per-level passes ask only for the newest level's rows.
 struct VerifyOutputs {
-    float *logits = nullptr;   // n x vocab
-    int32_t *argmax = nullptr; // n
+    float *logits = nullptr;   // (n - first_row) x vocab
+    int32_t *argmax = nullptr; // n - first_row
+    RowFeatures features;      // in: n x D (every row); out: (n - first_row) x D
+    int32_t first_row = 0;     // 0 <= first_row < n
 };
 
 // Bytes one session holds on its backend.
@@ -88,9 +104,11 @@ public:
     virtual void reset_state(SequenceState &state) = 0;
 
     // Advance the state by `n` tokens (1 <= n <= max_batch_tokens; ids already validated) and
-    // write fp32 logits to host memory: none, the last row, or all n rows (row-major, vocab wide).
+    // write fp32 logits to host memory: none, the last row, or all n rows (row-major, vocab wide);
+    // features (RowFeatures): the rows' input features (drafter models) and all n rows' output
+    // features.
     virtual void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                            float *logits) = 0;
+                            float *logits, const RowFeatures &features = RowFeatures()) = 0;
 
     // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
     // uniform variate `u` in [0, 1), following lib/generate/sampler.h exactly (the GPU samples on
@@ -121,6 +139,12 @@ public:
     // Copy the committed state (recurrent state and conv cache, pending factors applied first)
     // of one sequence into another of the same backend (benchmark baselines, forking).
     virtual void copy_state(SequenceState &from, SequenceState &to);
+
+    // A backend of this one's kind and settings for a drafter model (spec/eagle_drafter.md):
+    // `own` holds the drafter's own tensors (fc and its layers); the embeddings, final norm and
+    // output head are this model's (copied for now: sharing them is a later optimisation).
+    // Throws SPECLA_ERR_UNSUPPORTED where the backend cannot run drafter models.
+    virtual std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const;
     virtual SessionMemory session_memory(const SequenceState &state) const;
     // Wait until the state's queued device work is done (timing); CPU work is synchronous.
     virtual void synchronize(SequenceState &state) {}

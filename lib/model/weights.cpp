@@ -84,47 +84,61 @@ void stack_rows(Matrix &m, const std::vector<const TensorView *> &parts, int64_t
 
 }  // namespace
 
-ModelWeights load_weights(const Checkpoint &ck, const ProgressFn &progress) {
+LayerWeights load_layer_weights(const Checkpoint &ck, int32_t layer) {
     const ModelConfig &c = ck.config();
     const TensorSource src(ck);
     const int64_t D = c.hidden_size, KD = c.key_dim(), VD = c.value_dim(), HV = c.num_v_heads,
-                  I = c.intermediate_size, W = c.conv_size, V = c.head_v_dim, vocab = c.vocab_size;
+                  I = c.intermediate_size, W = c.conv_size, V = c.head_v_dim;
+    const std::string p = "model.layers." + std::to_string(layer) + ".";
+    LayerWeights L;
+    L.attn_norm = src.vector(p + "attn_norm.weight", {D});
+    std::vector<const TensorView *> in = {&src.get(p + "attn.q_proj.weight", {KD, D}),
+                                          &src.get(p + "attn.k_proj.weight", {KD, D}),
+                                          &src.get(p + "attn.v_proj.weight", {VD, D})};
+    if (c.use_gate) in.push_back(&src.get(p + "attn.g_proj.weight", {VD, D}));
+    in.push_back(&src.get(p + "attn.a_proj.weight", {HV, D}));
+    in.push_back(&src.get(p + "attn.b_proj.weight", {HV, D}));
+    stack_rows(L.in_proj, in, D);
+    if (c.use_short_conv) {
+        L.conv.resize(size_t(c.conv_channels() * W));
+        convert_to_f32(src.get(p + "attn.q_conv1d.weight", {KD, 1, W}), L.conv.data());
+        convert_to_f32(src.get(p + "attn.k_conv1d.weight", {KD, 1, W}), L.conv.data() + KD * W);
+        convert_to_f32(src.get(p + "attn.v_conv1d.weight", {VD, 1, W}), L.conv.data() + 2 * KD * W);
+    }
+    L.A_log = src.vector(p + "attn.A_log", {HV});
+    L.dt_bias = src.vector(p + "attn.dt_bias", {HV});
+    L.o_norm = src.vector(p + "attn.o_norm.weight", {V});
+    stack_rows(L.o_proj, {&src.get(p + "attn.o_proj.weight", {D, VD})}, VD);
+    L.mlp_norm = src.vector(p + "mlp_norm.weight", {D});
+    stack_rows(L.gate_up, {&src.get(p + "mlp.gate_proj.weight", {I, D}), &src.get(p + "mlp.up_proj.weight", {I, D})}, D);
+    stack_rows(L.down, {&src.get(p + "mlp.down_proj.weight", {D, I})}, I);
+    return L;
+}
+
+Matrix load_matrix(const Checkpoint &ck, const std::string &name, int64_t rows, int64_t cols) {
+    Matrix m;
+    stack_rows(m, {&TensorSource(ck).get(name, {rows, cols})}, cols);
+    return m;
+}
+
+ModelWeights load_weights(const Checkpoint &ck, const ProgressFn &progress) {
+    const ModelConfig &c = ck.config();
+    const TensorSource src(ck);
+    const int64_t D = c.hidden_size, vocab = c.vocab_size;
     auto report = [&](float f) {
         if (progress && !progress(f)) fail(SPECLA_ERR_ABORTED, "model loading aborted by the progress callback");
     };
     report(0.f);
 
     ModelWeights w;
-    stack_rows(w.embeddings, {&src.get("model.embeddings.weight", {vocab, D})}, D);
+    w.embeddings = load_matrix(ck, "model.embeddings.weight", vocab, D);
     w.layers.resize(size_t(c.num_layers));
     for (int l = 0; l < c.num_layers; ++l) {
-        const std::string p = "model.layers." + std::to_string(l) + ".";
-        LayerWeights &L = w.layers[size_t(l)];
-        L.attn_norm = src.vector(p + "attn_norm.weight", {D});
-        std::vector<const TensorView *> in = {&src.get(p + "attn.q_proj.weight", {KD, D}),
-                                              &src.get(p + "attn.k_proj.weight", {KD, D}),
-                                              &src.get(p + "attn.v_proj.weight", {VD, D})};
-        if (c.use_gate) in.push_back(&src.get(p + "attn.g_proj.weight", {VD, D}));
-        in.push_back(&src.get(p + "attn.a_proj.weight", {HV, D}));
-        in.push_back(&src.get(p + "attn.b_proj.weight", {HV, D}));
-        stack_rows(L.in_proj, in, D);
-        if (c.use_short_conv) {
-            L.conv.resize(size_t(c.conv_channels() * W));
-            convert_to_f32(src.get(p + "attn.q_conv1d.weight", {KD, 1, W}), L.conv.data());
-            convert_to_f32(src.get(p + "attn.k_conv1d.weight", {KD, 1, W}), L.conv.data() + KD * W);
-            convert_to_f32(src.get(p + "attn.v_conv1d.weight", {VD, 1, W}), L.conv.data() + 2 * KD * W);
-        }
-        L.A_log = src.vector(p + "attn.A_log", {HV});
-        L.dt_bias = src.vector(p + "attn.dt_bias", {HV});
-        L.o_norm = src.vector(p + "attn.o_norm.weight", {V});
-        stack_rows(L.o_proj, {&src.get(p + "attn.o_proj.weight", {D, VD})}, VD);
-        L.mlp_norm = src.vector(p + "mlp_norm.weight", {D});
-        stack_rows(L.gate_up, {&src.get(p + "mlp.gate_proj.weight", {I, D}), &src.get(p + "mlp.up_proj.weight", {I, D})}, D);
-        stack_rows(L.down, {&src.get(p + "mlp.down_proj.weight", {D, I})}, I);
+        w.layers[size_t(l)] = load_layer_weights(ck, l);
         report(float(l + 1) / float(c.num_layers + 1));
     }
     w.final_norm = src.vector("model.norm.weight", {D});
-    if (!c.tie_word_embeddings) stack_rows(w.lm_head, {&src.get("lm_head.weight", {vocab, D})}, D);
+    if (!c.tie_word_embeddings) w.lm_head = load_matrix(ck, "lm_head.weight", vocab, D);
     report(1.f);
     return w;
 }

@@ -29,6 +29,9 @@ struct Matrix {
     WeightType type = WeightType::F32;
     HostVec<float> f32;      // used when type == F32
     HostVec<uint16_t> bf16;  // used when type == BF16
+    // BF16 rows rearranged into the CPU backend's block order (cpu::pack_bf16_blocks), which
+    // packs a matrix once; a drafter's backend takes its copy of the shared head packed already.
+    bool packed = false;
 
     bool empty() const { return rows == 0; }
     void allocate(int64_t r, int64_t c, WeightType t);
@@ -61,6 +64,9 @@ struct ModelWeights {
     std::vector<LayerWeights> layers;
     HostVec<float> final_norm;  // [D]
     Matrix lm_head;             // [vocab, D]; empty when tied (use embeddings)
+    // Drafter models only (spec/eagle_drafter.md): a row starts from fc @ concat(embedding[token],
+    // input feature) instead of the embedding. Empty for a target model.
+    Matrix fc;                  // [D, 2D]
 
     const Matrix &output() const { return lm_head.empty() ? embeddings : lm_head; }
 };
@@ -70,6 +76,11 @@ using ProgressFn = std::function<bool(float)>;  // return false to abort
 // Build the weights from a checkpoint: checks presence, shape and dtype of every required tensor
 // (SPECLA_ERR_SHAPE / SPECLA_ERR_UNSUPPORTED naming it), converts once, ignores extra tensors.
 ModelWeights load_weights(const Checkpoint &ck, const ProgressFn &progress);
+// The same checks for parts of a checkpoint (the drafter loader, model/drafter_checkpoint.h): one
+// decoder layer under the names of `layer`, shaped by the checkpoint's config, and one [rows, cols]
+// matrix.
+LayerWeights load_layer_weights(const Checkpoint &ck, int32_t layer);
+Matrix load_matrix(const Checkpoint &ck, const std::string &name, int64_t rows, int64_t cols);
 
 // Random weights of a given shape (benchmarks and tests): deterministic for a seed, with scales
 // that keep activations in a realistic range.

@@ -48,11 +48,11 @@ void Session::set_pending(int32_t token) {
     last_logits_valid_ = false;
 }
 
-void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits) {
+void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits, float *features) {
     require(n > 0, SPECLA_ERR_INVALID_ARGUMENT, "no tokens to evaluate (n_tokens is 0)");
     validate_tokens(config(), tokens, n);
     flush_pending();
-    const size_t vocab = size_t(config().vocab_size);
+    const size_t vocab = size_t(config().vocab_size), D = size_t(config().hidden_size);
     const size_t block = size_t(limits_.max_batch_tokens);
     for (size_t off = 0; off < n; off += block) {
         const int32_t m = int32_t(std::min(block, n - off));
@@ -65,7 +65,9 @@ void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logi
             // The last row is always kept so that generation can continue from this context.
             r = LogitsRows::Last, dst = last_logits_.data();
         }
-        model_->backend().eval_chain(*state_, tokens + off, m, r, dst);
+        RowFeatures f;
+        if (features) f.out = features + off * D;
+        model_->backend().eval_chain(*state_, tokens + off, m, r, dst, f);
     }
     context_.insert(context_.end(), tokens, tokens + n);
     if (rows == LogitsRows::All) std::memcpy(last_logits_.data(), logits + (n - 1) * vocab, vocab * 4);
@@ -110,8 +112,9 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const Verif
             " nodes exceeds the session's max_tree_nodes (", limits_.max_tree_nodes, ")");
     verified_ = false;
     Backend &be = model_->backend();
-    const size_t V = size_t(vocab);
+    const size_t V = size_t(vocab), D = size_t(config().hidden_size);
     const bool want_logits = out.root_logits || out.node_logits;
+    const bool want_features = out.root_features || out.node_features;
     if (pending_) {
         // The pending token leads the pass as node 0: its outputs are the root's.
         backend_nodes_.assign(1, *pending_);
@@ -129,7 +132,14 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const Verif
             verify_argmax_.resize(size_t(n + 1));
             bo.argmax = verify_argmax_.data();
         }
+        if (want_features) {
+            verify_features_.resize(size_t(n + 1) * D);
+            bo.features.out = verify_features_.data();
+        }
         be.verify_tree(*state_, backend_nodes_.data(), backend_parents_.data(), n + 1, algorithm, bo);
+        if (out.root_features) std::memcpy(out.root_features, verify_features_.data(), D * sizeof(float));
+        if (out.node_features && n)
+            std::memcpy(out.node_features, verify_features_.data() + D, size_t(n) * D * sizeof(float));
         if (out.root_logits) std::memcpy(out.root_logits, verify_logits_.data(), V * sizeof(float));
         if (out.node_logits && n) std::memcpy(out.node_logits, verify_logits_.data() + V, size_t(n) * V * sizeof(float));
         if (out.root_argmax) *out.root_argmax = verify_argmax_[0];
@@ -143,6 +153,7 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const Verif
         VerifyOutputs bo;
         bo.logits = out.node_logits;
         bo.argmax = out.node_argmax;
+        bo.features.out = out.node_features;
         if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, bo);
         verified_with_pending_ = false;
     }

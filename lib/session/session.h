@@ -28,8 +28,10 @@ public:
 
     void reset();
     // Feed tokens (validated, split into blocks of max_batch_tokens). logits: n rows for All,
-    // one for Last. The state is unchanged when validation fails.
-    void eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits);
+    // one for Last. features (may be null): every row's output feature, n x hidden_size (the
+    // target's last hidden state before the final norm, spec/eagle_drafter.md); a pending token
+    // fed first is not one of the rows. The state is unchanged when validation fails.
+    void eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logits, float *features = nullptr);
 
     // Feed one token and choose the next (device-side sampling where the backend has it; on the
     // host when the config restricts the candidate ids, which backends do not know about).
@@ -51,11 +53,16 @@ public:
     // Where a verification's results go: the target's logits (vocab floats per row) or just its
     // argmax, at the context end (root) and after every node. Null pointers are not filled;
     // asking only for argmax lets a GPU backend skip copying logits to the host.
+    // Features (hidden_size floats per row): the root's is the pending token's row, so it is
+    // filled only when a pending token leads the pass (has_pending() before verify); without one
+    // the context's last token was consumed earlier and its feature is not kept.
     struct VerifyBuffers {
         float *root_logits = nullptr;
         float *node_logits = nullptr;  // n x vocab
         int32_t *root_argmax = nullptr;
         int32_t *node_argmax = nullptr;  // n
+        float *root_features = nullptr;
+        float *node_features = nullptr;  // n x hidden_size
     };
     // Speculative verification of a draft tree after the context (parents -1 = first draft
     // position). The state is not changed; commit() then keeps an accepted path.
@@ -85,6 +92,7 @@ private:
     std::vector<int32_t> verified_tokens_, verified_parents_;
     std::vector<int32_t> backend_nodes_, backend_parents_;
     HostVec<float> verify_logits_;
+    HostVec<float> verify_features_;
     std::vector<int32_t> verify_argmax_;
 };
 

@@ -1,6 +1,8 @@
 #include "spec/speculative.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstring>
 
 #include "generate/rng.h"
 #include "spec/accept.h"
@@ -12,11 +14,19 @@ namespace {
 // Verify and accept. Greedy acceptance needs only the target's argmax per row (a GPU backend then
 // copies no logits) unless the sampler restricts the candidates (the backend's argmax is over the
 // whole vocabulary); sampling needs the logits.
+// features: where the pass's features go (root row, then one per node), for drafters that read
+// them; null: none.
 void step_verify_accept(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
                         TreeAlgorithm algorithm, bool need_logits, std::vector<float> &root, std::vector<float> &nodes,
-                        std::vector<int32_t> &choice, AcceptResult &acc) {
+                        std::vector<int32_t> &choice, AcceptResult &acc, std::vector<float> *features = nullptr) {
     const size_t vocab = size_t(session.config().vocab_size), n = size_t(tree.size());
     Session::VerifyBuffers buf;
+    if (features) {
+        const size_t D = size_t(session.config().hidden_size);
+        features->resize((n + 1) * D);
+        buf.root_features = features->data();
+        buf.node_features = features->data() + D;
+    }
     if (sampling.greedy() && !sampling.restricts(int32_t(vocab)) && !need_logits) {
         int32_t root_choice = -1;
         choice.resize(n);
@@ -55,13 +65,31 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
             "draft budget must not be negative");
     validate_tokens(session.config(), prompt, n_prompt);
     std::vector<int32_t> out;
+    // A drafter that reads the target's features gets the feature of every token the target
+    // consumes, in order (spec/eagle_drafter.md): the prompt's rows, then each verification's root
+    // (the pending token) and accepted path.
+    const bool features = drafter.wants_features();
+    const size_t D = size_t(session.config().hidden_size);
+    std::vector<float> feature_rows;
     if (n_prompt > 0) {
         // All but the last prompt token as one block; the last one leads the first verification.
-        if (n_prompt > 1) session.eval(prompt, n_prompt - 1, LogitsRows::None, nullptr);
+        if (n_prompt > 1) {
+            // A pending token of an earlier call is fed first, without a feature: the prompt's
+            // rows start at the current end of the context.
+            const int64_t first = session.n_past();
+            if (features) feature_rows.resize((n_prompt - 1) * D);
+            session.eval(prompt, n_prompt - 1, LogitsRows::None, nullptr, features ? feature_rows.data() : nullptr);
+            if (features) drafter.observe_features(first, feature_rows.data(), int32_t(n_prompt - 1));
+        }
         session.set_pending(prompt[n_prompt - 1]);
     }
     if (g.max_tokens == 0) return out;
     Rng rng(g.seed);
+    struct GenerationScope {
+        Drafter &d;
+        ~GenerationScope() { d.end_generation(); }
+    } scope{drafter};
+    drafter.begin_generation(g.sampling, &rng);
     DraftTree tree;
     std::vector<float> root, node_logits;
     std::vector<int32_t> node_choice;
@@ -81,14 +109,21 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
         // the same logits (bitwise on the GPU, where verified rows equal decoding steps); sampled,
         // a draw from the target's own distribution, which is what acceptance of an empty draft
         // draws from.
-        const bool plain_step = tree.size() == 0 && session.has_pending();
+        // A drafter that reads features is verified always: the pass returns the pending token's
+        // feature, which a decoding step would not.
+        const bool plain_step = tree.size() == 0 && session.has_pending() && !features;
         AcceptResult acc;
         std::vector<int32_t> emit;
+        const bool root_feature = session.has_pending();
+        const int64_t first_feature_position = session.n_past() - (root_feature ? 1 : 0);
         if (plain_step) {
             emit.push_back(session.sample_next(g.sampling, rng.uniform()));
         } else {
+            const auto t0 = std::chrono::steady_clock::now();
             step_verify_accept(session, tree, g.sampling, rng, opts.algorithm, false, root, node_logits, node_choice,
-                               acc);
+                               acc, features ? &feature_rows : nullptr);
+            drafter.observe_verify_pass(tree.size(),
+                                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
             for (int32_t node : acc.path) emit.push_back(tree.tokens[size_t(node)]);
             emit.push_back(acc.bonus);
         }
@@ -107,6 +142,19 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
         const std::vector<int32_t> kept_path(acc.path.begin(), acc.path.begin() + long(m - 1));
         if (plain_step) session.set_pending(emit[0]);
         else session.commit(kept_path, emit[m - 1], opts.deferred_commit);
+        if (features) {
+            // The committed rows: the root (the pending token, when it led the pass) and the kept
+            // path, compacted in place (path nodes increase, so every source lies at or after its
+            // destination).
+            std::vector<float> &f = feature_rows;
+            size_t rows = 0;
+            if (root_feature) ++rows;  // row 0 is the root's already
+            for (int32_t node : kept_path) {
+                std::memmove(f.data() + rows * D, f.data() + (size_t(node) + 1) * D, D * sizeof(float));
+                ++rows;
+            }
+            drafter.observe_features(first_feature_position, f.data(), int32_t(rows));
+        }
         drafter.observe_accepted(session.context());
 
         ++stats.steps;

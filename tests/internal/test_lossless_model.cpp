@@ -13,6 +13,7 @@
 #include "generate/sampler.h"
 #include "model/model.h"
 #include "session/session.h"
+#include "spec/eagle_drafter.h"
 #include "spec/speculative.h"
 #include "support/stats.h"
 
@@ -163,6 +164,97 @@ TEST_CASE("speculative sampling through the engine is distributed exactly as pla
             std::printf("[lossless] %s, draft %d: first token %s; two tokens %s\n", var.name, int(kind), r1.str().c_str(),
                         r2.str().c_str());
             INFO(var.name, " draft kind ", int(kind), " seed ", seed);
+            CHECK(r1.impossible == 0);
+            CHECK(r2.impossible == 0);
+            CHECK(r1.p_value > kAlpha);
+            CHECK(r2.p_value > kAlpha);
+        }
+    }
+}
+
+// The same check with the learned drafter's real distributions: an EAGLE drafter of random
+// weights for the tiny model (its layer, fc and so its distributions disagree with the target's)
+// drafts sampled trees inside generate_speculative, which hands its rows to the acceptance rule.
+TEST_CASE("speculative sampling with the EAGLE drafter is distributed exactly as plain sampling") {
+    auto model = tiny_model();
+    const ModelConfig &c = model->config();
+    ModelWeights own;
+    {
+        ModelWeights r = random_weights(c, 4242, WeightType::F32);
+        own.layers = std::move(r.layers);
+        own.fc.allocate(c.hidden_size, 2 * c.hidden_size, WeightType::F32);
+        Rng w(77);
+        for (float &x : own.fc.f32) x = float(w.uniform() * 2 - 1) * 0.4f;
+    }
+    EagleDrafter drafter(model->backend().create_drafter_backend(c, own));
+    const std::vector<int32_t> prompt = {1, 4, 2, 5};
+    SessionLimits lim;
+    lim.max_tree_nodes = 8;
+
+    struct Variant { const char *name; SamplingConfig s; };
+    const std::vector<Variant> variants = {{"T=1", {1.0f, 0, 1.0f}}, {"T=0.7 top-k 4", {0.7f, 4, 1.0f}}};
+    for (const Variant &var : variants) {
+        Session ref(model, lim);
+        std::vector<float> logits(static_cast<size_t>(kVocab)), dist(static_cast<size_t>(kVocab));
+        std::vector<float> feats((prompt.size() - 1) * size_t(c.hidden_size));
+        ref.eval(prompt.data(), prompt.size() - 1, LogitsRows::None, nullptr, feats.data());
+        ref.eval(prompt.data() + prompt.size() - 1, 1, LogitsRows::Last, logits.data());
+        std::vector<double> p1(kVocab), p12(kVocab * kVocab);
+        sampling_distribution(logits.data(), kVocab, var.s, dist.data());
+        for (int a = 0; a < kVocab; ++a) p1[size_t(a)] = dist[size_t(a)];
+        for (int a = 0; a < kVocab; ++a) {
+            Session s(model, lim);
+            std::vector<int32_t> seq = prompt;
+            seq.push_back(a);
+            s.eval(seq.data(), seq.size(), LogitsRows::Last, logits.data());
+            sampling_distribution(logits.data(), kVocab, var.s, dist.data());
+            for (int b = 0; b < kVocab; ++b) p12[size_t(a * kVocab + b)] = p1[size_t(a)] * dist[size_t(b)];
+        }
+        // Power check: the drafter's own first-position distribution (its catch-up chain over the
+        // prompt's true features), sampled as often, is rejected by the same test.
+        {
+            Backend &dm = drafter.model();
+            auto st = dm.create_state(lim);
+            RowFeatures rf;
+            rf.in = feats.data();
+            dm.eval_chain(*st, prompt.data() + 1, int32_t(prompt.size() - 1), LogitsRows::Last, logits.data(), rf);
+            sampling_distribution(logits.data(), kVocab, var.s, dist.data());
+            Rng q_rng(test::fixed_seed(98));
+            std::vector<int64_t> q_first(kVocab, 0);
+            for (int i = 0; i < 40000; ++i) ++q_first[size_t(sample_from_distribution(dist.data(), kVocab, q_rng.uniform()))];
+            const auto rq = test::chi_square_gof(q_first, p1);
+            INFO(std::string(var.name), " drafter-only control ", rq.str());
+            CHECK((rq.p_value < kAlpha || rq.impossible > 0));
+        }
+        for (const DraftBudget budget : {DraftBudget{3, 3, 1, 0.f, false}, DraftBudget{6, 2, 3, 0.f, false}}) {
+            const uint64_t seed = test::fixed_seed(0xea91e000u + uint64_t(budget.top_k) * 31 + uint64_t(&var - variants.data()));
+            std::vector<int64_t> first(kVocab, 0), pair(kVocab * kVocab, 0);
+            const int trials = 40000;
+            Session s(model, lim);
+            SpecOptions so;
+            so.gen.sampling = var.s;
+            so.gen.max_tokens = 3;  // the first step's tree may then be two deep
+            so.budget = budget;
+            int64_t drafted = 0, accepted = 0;
+            for (int trial = 0; trial < trials; ++trial) {
+                s.reset();
+                so.gen.seed = seed + uint64_t(trial) * 0x9e3779b97f4a7c15ull;
+                so.deferred_commit = trial % 2 == 0;
+                SpecStats stats;
+                const std::vector<int32_t> out = generate_speculative(s, drafter, prompt.data(), prompt.size(), so, stats);
+                REQUIRE(out.size() == 3);
+                ++first[size_t(out[0])];
+                ++pair[size_t(out[0] * kVocab + out[1])];
+                drafted += stats.drafted, accepted += stats.accepted;
+            }
+            const auto r1 = test::chi_square_gof(first, p1);
+            const auto r2 = test::chi_square_gof(pair, p12);
+            std::printf("[lossless eagle] %s, top-k %d: first token %s; two tokens %s (drafted %lld, accepted %lld)\n",
+                        var.name, budget.top_k, r1.str().c_str(), r2.str().c_str(), (long long)drafted,
+                        (long long)accepted);
+            INFO(std::string(var.name), " top-k ", budget.top_k, " seed ", seed);
+            CHECK(drafted >= trials);  // trees were drafted and
+            CHECK(accepted > trials / 10);  // their tokens accepted often enough to matter
             CHECK(r1.impossible == 0);
             CHECK(r2.impossible == 0);
             CHECK(r1.p_value > kAlpha);

@@ -39,8 +39,12 @@ CpuBackend::CpuBackend(const ModelConfig &config, ModelWeights weights, int32_t 
     // the output head, and their rows are gathered through packed_row_to_f32.
     cpu::pack_bf16_blocks(weights_.embeddings);
     cpu::pack_bf16_blocks(weights_.lm_head);
+    cpu::pack_bf16_blocks(weights_.fc);
     for (LayerWeights &L : weights_.layers)
         for (Matrix *m : {&L.in_proj, &L.o_proj, &L.gate_up, &L.down}) cpu::pack_bf16_blocks(*m);
+    require(weights_.fc.empty() || (weights_.fc.rows == config_.hidden_size && weights_.fc.cols == 2 * int64_t(config_.hidden_size)),
+            SPECLA_ERR_INTERNAL, "drafter fc matrix is ", weights_.fc.rows, " x ", weights_.fc.cols, ", expected ",
+            config_.hidden_size, " x ", 2 * int64_t(config_.hidden_size));
 }
 
 std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &limits) {
@@ -64,6 +68,7 @@ std::unique_ptr<SequenceState> CpuBackend::create_state(const SessionLimits &lim
     st->beta.resize(rows * size_t(c.num_v_heads));
     st->glog.resize(rows * size_t(c.num_v_heads));
     st->step_logits.resize(size_t(c.vocab_size));
+    if (!weights_.fc.empty()) st->row_in.resize(rows * 2 * size_t(c.hidden_size));
     CpuFactorSet &f = st->factors;
     f.k.resize(L * F * size_t(c.key_dim()));
     f.u.resize(L * F * size_t(c.value_dim()));
@@ -234,8 +239,28 @@ void CpuBackend::mix(CpuSequenceState &st, int layer, const Pass &pass) {
     }
 }
 
-// The layers and the output head over the n rows of st.h (the callers gather the embeddings).
-void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows, float *logits) {
+void CpuBackend::embed(CpuSequenceState &st, const int32_t *tokens, int32_t n, const float *features_in) {
+    const size_t D = size_t(config_.hidden_size);
+    const bool drafter = !weights_.fc.empty();
+    require(drafter == (features_in != nullptr), SPECLA_ERR_INTERNAL,
+            drafter ? "a drafter model's pass needs every row's input feature"
+                    : "input features given to a model that is not a drafter (no fc)");
+    if (!drafter) {
+        for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + size_t(t) * D);
+        return;
+    }
+    // Embedding first, then the feature (the drafter's training tool concatenates in this order).
+    for (int32_t t = 0; t < n; ++t) {
+        float *row = st.row_in.data() + size_t(t) * 2 * D;
+        cpu::packed_row_to_f32(weights_.embeddings, tokens[t], row);
+        std::memcpy(row + D, features_in + size_t(t) * D, D * sizeof(float));
+    }
+    cpu::linear(weights_.fc, st.row_in.data(), n, st.h.data(), *st.pool);
+}
+
+// The layers and the output head over the n rows of st.h (embed() fills them).
+void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, int32_t logits_from, float *logits,
+                         int32_t features_from, float *features) {
     const ModelConfig &c = config_;
     const int64_t D = c.hidden_size, I = c.intermediate_size;
     const int32_t n = pass.n;
@@ -262,24 +287,27 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows
     // Every layer has applied the deferred path by now.
     st.pending.clear();
 
-    if (rows == LogitsRows::None) return;
-    const int32_t first = rows == LogitsRows::All ? 0 : n - 1;
+    if (features && features_from < n)
+        std::memcpy(features, st.h.data() + size_t(features_from) * D, size_t(n - features_from) * D * sizeof(float));
+    if (!logits || logits_from >= n) return;
+    const int32_t first = logits_from;
     for (int32_t t = first; t < n; ++t)
         cpu::rmsnorm(st.h.data() + t * D, weights_.final_norm.data(), D, c.norm_eps, st.x.data() + t * D);
     const Matrix &out = weights_.output();
     cpu::linear(out, 0, out.rows, st.x.data() + first * D, n - first, D, logits, out.rows, *st.pool);
 }
 
-void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                            float *logits) {
+void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
+                            const RowFeatures &features) {
     auto &st = static_cast<CpuSequenceState &>(state);
     require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
             " tokens exceeds the state's capacity ", st.capacity);
     Pass pass;
     pass.n = n;
     st.verified = false;  // the state moves on: earlier verification results no longer apply
-    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + size_t(t) * size_t(config_.hidden_size));
-    forward(st, pass, rows, logits);
+    embed(st, tokens, n, features.in);
+    const int32_t logits_from = rows == LogitsRows::All ? 0 : rows == LogitsRows::Last ? n - 1 : n;
+    forward(st, pass, logits_from, logits, 0, features.out);
 }
 
 int32_t CpuBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
@@ -300,17 +328,20 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.parents = parents;
     pass.verify = true;
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
+    require(out.first_row >= 0 && out.first_row < n, SPECLA_ERR_INTERNAL, "verify_tree: first output row ",
+            out.first_row, " is outside [0, ", n, ")");
     if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
-    for (int32_t t = 0; t < n; ++t) cpu::packed_row_to_f32(weights_.embeddings, tokens[t], st.h.data() + size_t(t) * size_t(config_.hidden_size));
+    embed(st, tokens, n, out.features.in);
     const size_t vocab = size_t(config_.vocab_size);
+    const int32_t first = out.first_row, m = n - first;
     float *logits = out.logits;
-    if (!logits) {
-        st.verify_logits.resize(size_t(n) * vocab);
+    if (!logits && out.argmax) {
+        st.verify_logits.resize(size_t(m) * vocab);
         logits = st.verify_logits.data();
     }
-    forward(st, pass, LogitsRows::All, logits);
+    forward(st, pass, first, logits, first, out.features.out);
     if (out.argmax)
-        for (int32_t t = 0; t < n; ++t) out.argmax[t] = argmax(logits + size_t(t) * vocab, int32_t(vocab));
+        for (int32_t t = 0; t < m; ++t) out.argmax[t] = argmax(logits + size_t(t) * vocab, int32_t(vocab));
     st.verified = true;
     st.verified_nodes = n;
 }
@@ -365,6 +396,7 @@ MemoryStats CpuBackend::memory_stats() const {
     auto add = [&](const Matrix &x) { m.weight_bytes += x.bytes(); };
     add(weights_.embeddings);
     add(weights_.lm_head);
+    add(weights_.fc);
     for (const auto &L : weights_.layers) add(L.in_proj), add(L.o_proj), add(L.gate_up), add(L.down);
     return m;
 }
@@ -387,8 +419,19 @@ SessionMemory CpuBackend::session_memory(const SequenceState &state) const {
     m.factor_bytes = bytes(st.factors.k) + bytes(st.factors.u) + bytes(st.factors.g) + bytes(st.factors.pre);
     m.scratch_bytes = bytes(st.h) + bytes(st.x) + bytes(st.proj) + bytes(st.mixed) + bytes(st.o) + bytes(st.y) +
                       bytes(st.ffn) + bytes(st.beta) + bytes(st.glog) + bytes(st.tree_scratch) + bytes(st.verify_logits) +
-                      bytes(st.step_logits);
+                      bytes(st.step_logits) + bytes(st.row_in);
     return m;
+}
+
+std::unique_ptr<Backend> CpuBackend::create_drafter_backend(const ModelConfig &config, ModelWeights own) const {
+    require(config.hidden_size == config_.hidden_size && config.vocab_size == config_.vocab_size &&
+                config.tie_word_embeddings == config_.tie_word_embeddings,
+            SPECLA_ERR_INTERNAL, "drafter config does not match the target it shares the output head with");
+    // Copies of this model's (packed) matrices, which the new backend does not pack again.
+    own.embeddings = weights_.embeddings;
+    own.final_norm = weights_.final_norm;
+    own.lm_head = weights_.lm_head;
+    return std::make_unique<CpuBackend>(config, std::move(own), n_threads_);
 }
 
 std::unique_ptr<Backend> create_cpu_backend(const ModelConfig &config, ModelWeights weights, int32_t n_threads) {

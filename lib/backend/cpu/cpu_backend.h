@@ -31,6 +31,7 @@ struct CpuSequenceState : SequenceState {
 
     // Activation scratch, `capacity` rows each.
     HostVec<float> h, x, proj, mixed, o, y, ffn;
+    HostVec<float> row_in;      // drafter models: [rows][2D] concat(embedding, input feature)
     HostVec<float> verify_logits;  // verification logits when the caller wants only argmax
     HostVec<float> step_logits;    // one decoding step's logits (vocab floats)
     HostVec<float> beta, glog;  // [rows][HV]
@@ -52,8 +53,8 @@ public:
     const ModelConfig &config() const override { return config_; }
     std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) override;
     void reset_state(SequenceState &state) override;
-    void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                    float *logits) override;
+    void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
+                    const RowFeatures &features = RowFeatures()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
                               float *logits) override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
@@ -64,6 +65,7 @@ public:
     MemoryStats memory_stats() const override;
     void copy_state(SequenceState &from, SequenceState &to) override;
     SessionMemory session_memory(const SequenceState &state) const override;
+    std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const override;
 
     // BF16 matrices in linear()'s packed order (cpu::pack_bf16_blocks): read rows with
     // cpu::packed_row_to_f32, not Matrix::row_to_f32.
@@ -73,7 +75,13 @@ public:
 private:
     struct Pass;  // one forward pass: the nodes, their topology, what to do with the state
 
-    void forward(CpuSequenceState &st, const Pass &pass, LogitsRows rows, float *logits);
+    // The first rows of st.h: each row's embedding, or for a drafter model fc @ concat(embedding,
+    // input feature).
+    void embed(CpuSequenceState &st, const int32_t *tokens, int32_t n, const float *features_in);
+    // The layers over st.h, then logits of the rows [logits_from, n) (none when logits is null)
+    // and output features of the rows [features_from, n) (none when features is null).
+    void forward(CpuSequenceState &st, const Pass &pass, int32_t logits_from, float *logits, int32_t features_from,
+                 float *features);
     // Token mixer of one layer: x rows in, y rows (pre-o_proj head outputs) out.
     void mix(CpuSequenceState &st, int layer, const Pass &pass);
     void conv_and_gates(CpuSequenceState &st, int layer, const Pass &pass);

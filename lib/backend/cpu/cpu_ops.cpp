@@ -155,7 +155,8 @@ void linear(const Matrix &W, int64_t o0, int64_t o1, const float *X, int64_t n, 
 }
 
 void pack_bf16_blocks(Matrix &W) {
-    if (W.type != WeightType::BF16) return;
+    if (W.type != WeightType::BF16 || W.packed) return;
+    W.packed = true;
     uint16_t block[simd::kBlock];
     for (int64_t r = 0; r < W.rows; ++r) {
         uint16_t *row = W.bf16.data() + r * W.cols;
@@ -170,7 +171,7 @@ void pack_bf16_blocks(Matrix &W) {
 }
 
 void packed_row_to_f32(const Matrix &W, int64_t r, float *out) {
-    if (W.type != WeightType::BF16) return W.row_to_f32(r, out);
+    if (W.type != WeightType::BF16 || !W.packed) return W.row_to_f32(r, out);
     const uint16_t *row = W.bf16.data() + r * W.cols;
     int64_t b = 0;
     for (; b + simd::kBlock <= W.cols; b += simd::kBlock)

@@ -13,7 +13,7 @@ namespace cpu {
 
 // BF16 matrices are read by linear() in a packed order (cpu_simd.h, load_block_half): the CPU
 // backend packs its copy of the weights once; a packed row is read back with packed_row_to_f32.
-// F32 matrices are left as they are.
+// F32 matrices are left as they are; a matrix already packed (Matrix::packed) too.
 void pack_bf16_blocks(Matrix &W);
 void packed_row_to_f32(const Matrix &W, int64_t r, float *out);
 

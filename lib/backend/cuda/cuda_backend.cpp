@@ -59,6 +59,9 @@ void CudaSequenceState::clear_verify_graphs() {
 CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
                          const CudaBackendOptions &options)
     : config_(config), device_(device), options_(options) {
+    require(weights.fc.empty(), SPECLA_ERR_UNSUPPORTED,
+            "the CUDA backend does not run drafter models (EAGLE) yet: load the target model with "
+            "SPECLA_BACKEND_CPU to use a learned drafter");
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -310,10 +313,21 @@ int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, cons
     return result;
 }
 
-void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits) {
+void CudaBackend::copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out) {
+    // The residual rows after the last layer: the output head reads them through its norm
+    // prologue (or a separate norm into xb) and leaves them as they are.
+    const size_t D = size_t(config_.hidden_size);
+    if (out && from < n)
+        check(cudaMemcpyAsync(out, st.h + size_t(from) * D, size_t(n - from) * D * 4, cudaMemcpyDeviceToHost, st.stream),
+              "cudaMemcpyAsync(features)");
+}
+
+void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
+                             const RowFeatures &features) {
     CudaSequenceState &st = cast(state);
     require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
             " tokens exceeds the state's capacity ", st.capacity);
+    require(!features.in, SPECLA_ERR_UNSUPPORTED, "the CUDA backend does not run drafter models (input features) yet");
     DeviceGuard g(device_);
     const int32_t vocab = config_.vocab_size;
     if (n == 1) {
@@ -322,6 +336,7 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
         if (rows != LogitsRows::None)
             check(cudaMemcpyAsync(logits, st.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
                   "cudaMemcpyAsync(logits)");
+        copy_features(st, 0, 1, features.out);
         check(cudaStreamSynchronize(st.stream), "eval_chain");
         return;
     }
@@ -333,6 +348,7 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream),
           "cudaMemcpyAsync(tokens)");
     enqueue_block(st, n, rows, logits);
+    copy_features(st, 0, n, features.out);
     if (st.pending_count > 0) {
         check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
         pending_consumed(st);

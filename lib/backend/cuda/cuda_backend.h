@@ -150,8 +150,8 @@ public:
     const ModelConfig &config() const override { return config_; }
     std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) override;
     void reset_state(SequenceState &state) override;
-    void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                    float *logits) override;
+    void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
+                    const RowFeatures &features = RowFeatures()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
                               float *logits) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
@@ -200,6 +200,8 @@ private:
     // Enqueue a block of n > 1 tokens already in st.d_tokens.
     void enqueue_block(CudaSequenceState &st, int32_t n, LogitsRows rows, float *logits);
     void mix_block(CudaSequenceState &st, int layer, int32_t n);
+    // Enqueue the copy of the residual rows [from, n) (RowFeatures::out) to host memory.
+    void copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out);
     void gemm_bf16(CudaSequenceState &st, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
                    int32_t n, float *y, float beta);
     // Speculative verification (cuda_verify.cpp).

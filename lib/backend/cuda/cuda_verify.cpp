@@ -307,7 +307,12 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     CudaSequenceState &st = cast(state);
     require(n >= 1 && n <= st.factor_rows, SPECLA_ERR_INTERNAL, "verify_tree: ", n,
             " nodes exceed the session's max_tree_nodes capacity ", st.factor_rows);
+    require(out.first_row >= 0 && out.first_row < n, SPECLA_ERR_INTERNAL, "verify_tree: first output row ",
+            out.first_row, " is outside [0, ", n, ")");
+    require(!out.features.in, SPECLA_ERR_UNSUPPORTED,
+            "the CUDA backend does not run drafter models (input features) yet");
     const int64_t vocab = config_.vocab_size;
+    const int32_t first = out.first_row;
     DeviceGuard g(device_);
     st.verified = false;
 
@@ -365,11 +370,13 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     else enqueue_verify(st, tl, set);
     pending_consumed(st);
     if (out.logits)
-        check(cudaMemcpyAsync(out.logits, st.logits, size_t(n) * size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
+        check(cudaMemcpyAsync(out.logits, st.logits + size_t(first) * size_t(vocab), size_t(n - first) * size_t(vocab) * 4,
+                              cudaMemcpyDeviceToHost, st.stream),
               "copy logits");
+    copy_features(st, first, n, out.features.out);
     check(cudaStreamSynchronize(st.stream), "verify_tree");
     if (out.argmax)
-        for (int32_t t = 0; t < n; ++t) out.argmax[t] = kern::argmax_key_id(st.h_vkeys[t]);
+        for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_vkeys[t]);
     st.last_set = set;
     st.verified = true;
     st.verified_nodes = n;

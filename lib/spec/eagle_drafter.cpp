@@ -1,0 +1,193 @@
+#include "spec/eagle_drafter.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "generate/sampler.h"
+#include "model/drafter_checkpoint.h"
+#include "util/error.h"
+
+namespace specla {
+namespace {
+
+// Rows of the drafter's state at creation: catch-up chains are split into blocks of this many
+// rows (a step consumes the accepted path plus one, a prompt is split), and draft passes grow the
+// tree capacity when a tree needs more (ensure_tree_rows).
+constexpr int32_t kCatchUpBlock = 64;
+constexpr int32_t kInitialTreeRows = 64;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+EagleDrafter::EagleDrafter(std::unique_ptr<Backend> model) : model_(std::move(model)) {
+    require(model_ != nullptr, SPECLA_ERR_INTERNAL, "EAGLE drafter without a model");
+    D_ = model_->config().hidden_size;
+    V_ = model_->config().vocab_size;
+    limits_.max_batch_tokens = kCatchUpBlock;
+    limits_.max_tree_nodes = kInitialTreeRows;
+    state_ = model_->create_state(limits_);
+    last_logits_.resize(size_t(V_));
+    last_feature_.resize(size_t(D_));
+}
+
+std::unique_ptr<EagleDrafter> EagleDrafter::load(const std::string &folder, const Model &target) {
+    return std::make_unique<EagleDrafter>(load_drafter_model(folder, target));
+}
+
+void EagleDrafter::restart(int64_t origin) {
+    model_->reset_state(*state_);
+    features_.clear();
+    known_ = consumed_ = origin;
+    last_token_ = -1;
+    have_last_ = false;
+}
+
+void EagleDrafter::observe_features(int64_t first_position, const float *features, int32_t n_rows) {
+    require(n_rows >= 0 && first_position >= 0 && (n_rows == 0 || features), SPECLA_ERR_INTERNAL,
+            "EAGLE drafter: bad feature rows (first position ", first_position, ", ", n_rows, " rows)");
+    if (n_rows == 0) return;
+    if (first_position != known_) restart(first_position);  // not a continuation: a new sequence
+    features_.insert(features_.end(), features, features + size_t(n_rows) * size_t(D_));
+    known_ += n_rows;
+}
+
+void EagleDrafter::begin_generation(const SamplingConfig &sampling, Rng *rng) {
+    sampling_ = sampling;
+    rng_ = sampling.greedy() ? nullptr : rng;
+}
+
+void EagleDrafter::end_generation() { rng_ = nullptr; }
+
+void EagleDrafter::observe_verify_pass(int32_t n_nodes, double seconds) { cost_.observe_verify(n_nodes, seconds); }
+
+void EagleDrafter::distribution(const float *logits, float *probs) const {
+    if (rng_) {
+        // Sampled: the target's own sampler shape (temperature, top-k/p, candidate ids) on the
+        // drafter's logits; whatever q is, acceptance against it stays lossless.
+        sampling_distribution(logits, V_, sampling_, probs);
+        return;
+    }
+    // Greedy: only the ranking and the path scores matter; the plain softmax over the candidates.
+    SamplingConfig plain;
+    plain.temperature = 1.f;
+    plain.n_candidates = sampling_.n_candidates;
+    sampling_distribution(logits, V_, plain, probs);
+}
+
+void EagleDrafter::catch_up(const std::vector<int32_t> &context) {
+    const int64_t n = int64_t(context.size());
+    // The invariant (eagle_drafter.md): features of every consumed position, and the last row
+    // consumed read the token now at position consumed_. Otherwise this is another sequence, or
+    // one whose features were not all given: restart where the next feature will come from (the
+    // pending token's, returned by the next verification).
+    if (known_ != n - 1 || (last_token_ >= 0 && context[size_t(consumed_)] != last_token_)) {
+        restart(n - 1);
+        return;
+    }
+    const int64_t rows = n - 1 - consumed_;  // positions consumed_ .. n-2
+    if (rows <= 0) return;
+    const auto t0 = std::chrono::steady_clock::now();
+    row_features_.resize(size_t(std::min<int64_t>(rows, kCatchUpBlock)) * size_t(D_));
+    for (int64_t off = 0; off < rows; off += kCatchUpBlock) {
+        const int32_t m = int32_t(std::min<int64_t>(kCatchUpBlock, rows - off));
+        RowFeatures rf;
+        rf.in = features_.data() + size_t(off) * size_t(D_);
+        rf.out = row_features_.data();
+        model_->eval_chain(*state_, context.data() + consumed_ + off + 1, m, LogitsRows::Last, last_logits_.data(), rf);
+        std::memcpy(last_feature_.data(), row_features_.data() + size_t(m - 1) * size_t(D_), size_t(D_) * sizeof(float));
+    }
+    // The tree builder counts the pass that gives the root distribution as one row.
+    cost_.observe_draft(1, seconds_since(t0));
+    features_.erase(features_.begin(), features_.begin() + rows * D_);
+    consumed_ = n - 1;
+    last_token_ = context[size_t(n - 1)];
+    have_last_ = true;
+}
+
+void EagleDrafter::ensure_tree_rows(int32_t rows) {
+    if (rows <= limits_.max_tree_nodes) return;
+    SessionLimits bigger = limits_;
+    bigger.max_tree_nodes = std::max(rows, 2 * limits_.max_tree_nodes);
+    auto state = model_->create_state(bigger);
+    model_->copy_state(*state_, *state);
+    state_ = std::move(state);
+    limits_ = bigger;
+}
+
+void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudget &budget, DraftTree &out) {
+    out.clear();
+    if (context.empty()) return;
+    catch_up(context);
+    if (!have_last_ || budget.max_nodes <= 0 || budget.max_depth <= 0) return;
+
+    TreeParams tp;
+    tp.max_nodes = budget.max_nodes;
+    tp.max_depth = budget.max_depth;
+    tp.top_k = budget.top_k;
+    tp.prune_margin = budget.prune_margin;
+    tp.size_from_cost = budget.size_from_cost;
+    probs_.resize(size_t(V_));
+    distribution(last_logits_.data(), probs_.data());
+    builder_.start(tp, probs_.data(), V_, rng_);
+
+    const size_t D = size_t(D_), V = size_t(V_);
+    while (!builder_.frontier().empty()) {
+        const std::vector<TreeCandidate> &cands = builder_.candidates();
+        const std::vector<int32_t> &front = builder_.frontier();
+        predicted_.resize(cands.size() * D);
+        // The pass: the frontier's ancestors (each node must see its own path; they were
+        // frontier nodes before, so their predicted features are known), in candidate order, which
+        // is topological, then the frontier, the only rows whose outputs are needed.
+        row_of_.assign(cands.size(), -1);
+        constexpr int32_t kAncestor = -2;
+        for (int32_t f : front)
+            for (int32_t p = cands[size_t(f)].parent; p >= 0 && row_of_[size_t(p)] == -1; p = cands[size_t(p)].parent)
+                row_of_[size_t(p)] = kAncestor;
+        pass_candidates_.clear();
+        for (int32_t c = 0; c < int32_t(cands.size()); ++c)
+            if (row_of_[size_t(c)] == kAncestor) pass_candidates_.push_back(c);
+        const int32_t first_row = int32_t(pass_candidates_.size());
+        pass_candidates_.insert(pass_candidates_.end(), front.begin(), front.end());
+        const int32_t rows = int32_t(pass_candidates_.size()), m = rows - first_row;
+        ensure_tree_rows(rows);
+
+        pass_tokens_.resize(size_t(rows));
+        pass_parents_.resize(size_t(rows));
+        pass_in_.resize(size_t(rows) * D);
+        for (int32_t r = 0; r < rows; ++r) {
+            const int32_t c = pass_candidates_[size_t(r)];
+            row_of_[size_t(c)] = r;
+            const int32_t parent = cands[size_t(c)].parent;
+            pass_tokens_[size_t(r)] = cands[size_t(c)].token;
+            pass_parents_[size_t(r)] = parent < 0 ? -1 : row_of_[size_t(parent)];
+            const float *in = parent < 0 ? last_feature_.data() : predicted_.data() + size_t(parent) * D;
+            std::memcpy(pass_in_.data() + size_t(r) * D, in, D * sizeof(float));
+        }
+        pass_logits_.resize(size_t(m) * V);
+        pass_features_.resize(size_t(m) * D);
+        VerifyOutputs vo;
+        vo.logits = pass_logits_.data();
+        vo.features.in = pass_in_.data();
+        vo.features.out = pass_features_.data();
+        vo.first_row = first_row;
+        const auto t0 = std::chrono::steady_clock::now();
+        model_->verify_tree(*state_, pass_tokens_.data(), pass_parents_.data(), rows, TreeAlgorithm::Auto, vo);
+        // Counted by the rows the builder asked for (its estimate of a level's cost is keyed so).
+        cost_.observe_draft(m, seconds_since(t0));
+
+        probs_.resize(size_t(m) * V);
+        for (int32_t i = 0; i < m; ++i) {
+            std::memcpy(predicted_.data() + size_t(front[size_t(i)]) * D, pass_features_.data() + size_t(i) * D,
+                        D * sizeof(float));
+            distribution(pass_logits_.data() + size_t(i) * V, probs_.data() + size_t(i) * V);
+        }
+        builder_.expand(probs_.data(), V_);  // invalidates cands and front
+    }
+    builder_.finish(&cost_, out, node_candidate_);
+}
+
+}  // namespace specla

@@ -1,0 +1,84 @@
+// The learned EAGLE-style drafter (spec/eagle_drafter.md): one Gated DeltaNet layer that reads
+// the target's features, run on a backend of the target's kind through the engine's own chain
+// and tree passes, with trees shaped by TreeBuilder (spec/tree_builder.h).
+//
+// Per proposal after a context x_0..x_{n-1} (x_{n-1} pending, positions 0-based):
+//   1. catch-up, committed: one chain over the rows not yet consumed, row i = (x_{i+1}, f_i)
+//      with the target's true feature f_i, up to row n-2; its last row's logits give the first
+//      draft position's distribution and its output feature the input of the first level;
+//   2. one draft pass per level: the frontier nodes (and their ancestors, so that each node sees
+//      its own path) as a tree on the committed state, input feature of a node = its parent's
+//      predicted feature, outputs only for the frontier rows; the state does not change;
+//   3. TreeBuilder keeps the tree; the caller verifies it and hands back the committed rows'
+//      features (observe_features), restoring the invariant of eagle_drafter.md.
+// A sequence whose features do not follow on (a reset session, a context without features)
+// restarts the drafter's state from zero at the next feature it is given; until it has a row to
+// catch up from, proposals are empty.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "model/model.h"
+#include "spec/drafter.h"
+#include "spec/tree_builder.h"
+
+namespace specla {
+
+class EagleDrafter : public Drafter {
+public:
+    // `model`: a drafter model (load_drafter_model) for the target whose features it reads.
+    explicit EagleDrafter(std::unique_ptr<Backend> model);
+    // Loads the drafter folder for `target` (model/drafter_checkpoint.h states the checks).
+    static std::unique_ptr<EagleDrafter> load(const std::string &folder, const Model &target);
+
+    void propose(const std::vector<int32_t> &context, const DraftBudget &budget, DraftTree &out) override;
+    bool wants_features() const override { return true; }
+    void observe_features(int64_t first_position, const float *features, int32_t n_rows) override;
+    void begin_generation(const SamplingConfig &sampling, Rng *rng) override;
+    void end_generation() override;
+    void observe_verify_pass(int32_t n_nodes, double seconds) override;
+
+    const PassCostModel &cost_model() const { return cost_; }
+    const ModelConfig &config() const { return model_->config(); }
+    // For tests: the drafter model, its committed state, and the positions its rows have consumed
+    // ([origin, consumed_positions()): the row of position p read token p + 1 and feature f_p).
+    Backend &model() { return *model_; }
+    SequenceState &state() { return *state_; }
+    int64_t consumed_positions() const { return consumed_; }
+
+private:
+    // Forget the sequence: the next rows start from a zero state at position `origin`.
+    void restart(int64_t origin);
+    void catch_up(const std::vector<int32_t> &context);
+    // The drafter's proposal distribution from a row of logits.
+    void distribution(const float *logits, float *probs) const;
+    void ensure_tree_rows(int32_t rows);
+
+    std::unique_ptr<Backend> model_;
+    SessionLimits limits_;
+    std::unique_ptr<SequenceState> state_;
+    int32_t D_ = 0, V_ = 0;
+
+    // Features f_p of positions [consumed_, known_) not yet read by a drafter row.
+    std::vector<float> features_;
+    int64_t known_ = 0;     // features are known for the positions before this
+    int64_t consumed_ = 0;  // drafter rows consumed: those of positions [origin, consumed_)
+    int32_t last_token_ = -1;  // the token of the last consumed row (x_{consumed_}), -1: none
+    // Outputs of the last consumed row: the first draft position's logits, the first level's feature.
+    bool have_last_ = false;
+    std::vector<float> last_logits_, last_feature_;
+
+    SamplingConfig sampling_;
+    Rng *rng_ = nullptr;
+    PassCostModel cost_;
+    TreeBuilder builder_;
+
+    // Scratch of propose().
+    std::vector<float> probs_, row_features_, pass_in_, pass_logits_, pass_features_, predicted_;
+    std::vector<int32_t> pass_tokens_, pass_parents_, pass_candidates_, row_of_, node_candidate_;
+};
+
+}  // namespace specla

@@ -1,0 +1,118 @@
+// The EAGLE drafter inside speculative generation on the CPU engine (eagle_tiny_a for gdn_tiny_a):
+// greedy output equals plain greedy decoding, the drafter follows the committed features (its
+// drafts are accepted: a drafter that ignored them would not be), and proposals after a context
+// without features are empty until features arrive.
+#include <doctest/doctest.h>
+
+#include <random>
+
+#include "generate/generate.h"
+#include "model/model.h"
+#include "session/session.h"
+#include "spec/eagle_drafter.h"
+#include "spec/speculative.h"
+#include "support/fixture.h"
+
+using namespace specla;
+
+namespace {
+
+std::shared_ptr<Model> load_target() {
+    ModelOptions o;
+    o.n_threads = 2;
+    return Model::load(test::fixture_dir("gdn_tiny_a"), o);
+}
+
+}  // namespace
+
+TEST_CASE("EAGLE drafter: greedy speculative output equals plain greedy (gdn_tiny_a + eagle_tiny_a)") {
+    auto target = load_target();
+    auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+    std::mt19937_64 rng(3);
+    for (int p = 0; p < 4; ++p) {
+        std::vector<int32_t> prompt(size_t(5 + 7 * p));
+        for (int32_t &t : prompt) t = int32_t(rng() % 512);
+        GenerateOptions g;
+        g.max_tokens = 40;
+        Session plain(target, SessionLimits());
+        const std::vector<int32_t> want = generate(plain, prompt.data(), prompt.size(), g);
+
+        for (const DraftBudget budget : {DraftBudget{8, 4, 2, 8.f, false}, DraftBudget{16, 6, 4, 4.f, true}}) {
+            Session s(target, SessionLimits());
+            SpecOptions so;
+            so.gen = g;
+            so.budget = budget;
+            SpecStats stats;
+            const std::vector<int32_t> got = generate_speculative(s, *drafter, prompt.data(), prompt.size(), so, stats);
+            INFO("prompt ", p, " budget ", budget.max_nodes, "/", budget.max_depth, "/", budget.top_k);
+            CHECK(got == want);
+            MESSAGE("drafted ", stats.drafted, " accepted ", stats.accepted, " steps ", stats.steps);
+            // Sized from cost, a random drafter's low probabilities may not pay for any node.
+            if (!budget.size_from_cost) CHECK(stats.drafted > 0);
+            CHECK(s.context().size() == prompt.size() + want.size());
+        }
+    }
+}
+
+TEST_CASE("EAGLE drafter: proposals need the features of the consumed tokens") {
+    auto target = load_target();
+    auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+    const std::vector<int32_t> ctx = {1, 2, 3, 4, 5, 6};
+    DraftTree tree;
+    DraftBudget b;
+    drafter->propose(ctx, b, tree);
+    CHECK(tree.empty());  // no features given: nothing to draft from
+
+    Session s(target, SessionLimits());
+    std::vector<float> f((ctx.size() - 1) * size_t(target->config().hidden_size));
+    s.eval(ctx.data(), ctx.size() - 1, LogitsRows::None, nullptr, f.data());
+    drafter->observe_features(0, f.data(), int32_t(ctx.size() - 1));
+    drafter->propose(ctx, b, tree);
+    CHECK(!tree.empty());
+    CHECK(tree.size() <= b.max_nodes);
+    CHECK(tree.draft_dists.empty());  // greedy: one-hot proposals
+}
+
+TEST_CASE("EAGLE drafter: its committed state is the chain over the true features of the accepted path") {
+    auto target = load_target();
+    const size_t D = size_t(target->config().hidden_size);
+    std::mt19937_64 rng(5);
+    for (bool sampled : {false, true}) {
+        auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+        std::vector<int32_t> prompt(13);
+        for (int32_t &t : prompt) t = int32_t(rng() % 512);
+        Session s(target, SessionLimits());
+        SpecOptions so;
+        so.gen.max_tokens = 30;
+        so.gen.seed = 9;
+        if (sampled) so.gen.sampling.temperature = 0.8f;
+        so.budget = DraftBudget{8, 4, 3, 8.f, false};
+        SpecStats stats;
+        generate_speculative(s, *drafter, prompt.data(), prompt.size(), so, stats);
+        // Catch up on the last step's rows, then compare with a chain from a zero state over
+        // (x_{i+1}, f_i), f from one plain pass of the target over the whole context.
+        const std::vector<int32_t> ctx = s.context();
+        DraftTree tree;
+        drafter->propose(ctx, DraftBudget{}, tree);
+        REQUIRE(drafter->consumed_positions() == int64_t(ctx.size()) - 1);
+        const size_t rows = ctx.size() - 1;
+        Session ref(target, SessionLimits());
+        std::vector<float> f(rows * D);
+        ref.eval(ctx.data(), rows, LogitsRows::None, nullptr, f.data());
+        Backend &dm = drafter->model();
+        SessionLimits lim;
+        lim.max_batch_tokens = int32_t(rows);
+        auto st = dm.create_state(lim);
+        RowFeatures rf;
+        rf.in = f.data();
+        dm.eval_chain(*st, ctx.data() + 1, int32_t(rows), LogitsRows::None, nullptr, rf);
+        const ModelConfig &dc = dm.config();
+        const size_t S = size_t(dc.recurrent_state_floats_per_layer());
+        std::vector<float> a(S), b(S);
+        dm.read_recurrent_state(drafter->state(), 0, a.data());
+        dm.read_recurrent_state(*st, 0, b.data());
+        const double err = test::max_rel_error(a.data(), b.data(), S);
+        INFO("sampled ", sampled, ": drafter state rel err ", err, " after ", stats.steps, " steps");
+        CHECK(err <= 1e-4);
+    }
+}
