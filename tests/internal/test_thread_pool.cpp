@@ -174,7 +174,7 @@ using std::chrono::microseconds;
 // A worker that takes long for its chunk: what a worker preempted by another process costs.
 microseconds slow_worker(int64_t, bool on_worker) { return microseconds(on_worker ? 3000 : 0); }
 // Work that the second thread halves.
-microseconds even_work(int64_t chunk, bool) { return microseconds(40 * chunk); }
+microseconds even_work(int64_t chunk, bool) { return microseconds(150 * chunk); }
 
 }  // namespace
 
