@@ -65,12 +65,27 @@ fi
 step "generate on models/gdn-pycode-22m under qemu, one thread"
 RUN="$BUILD/specla-under-qemu"
 # A time limit: a hang under emulation must fail the check, not stall it.
-printf '#!/bin/sh\nexec timeout 600 "%s" -L "%s" "%s" "$@"\n' "$QEMU" "$SYSROOT" "$CLI" >"$RUN"
+# LD_LIBRARY_PATH: the dynamic loader comes from $SYSROOT (qemu's -L), and the C library must be
+# the one built with it. Without it the loader also finds the arm64 multiarch libc
+# (/lib/aarch64-linux-gnu, installed with libpcre2-dev:arm64), a different build of glibc whose
+# private interface to the loader differs: pthread_create then spins forever before it clones,
+# in any dynamically linked threaded program (a static one, or these two libraries from one
+# package, run). That was the "hang with two threads".
+printf '#!/bin/sh\nexec timeout 600 "%s" -L "%s" -E LD_LIBRARY_PATH="%s/lib" "%s" "$@"\n' \
+    "$QEMU" "$SYSROOT" "$SYSROOT" "$CLI" >"$RUN"
 chmod +x "$RUN"
 OUT=$("$RUN" generate --model "$SRC/models/gdn-pycode-22m" --prompt 'def add(a, b):' --max-tokens 24 --quiet --threads 1) \
     || die "generation on the shipped model failed on aarch64"
 printf '%s\n' "$OUT"
 [[ "$OUT" == *return* ]] || die "the shipped model wrote no 'return' for add(a, b) on aarch64: '$OUT'"
+step "two threads under qemu: the same tokens as one thread"
+FIXTURE="$SRC/tests/fixtures/gdn_tiny_a"
+ONE=$("$RUN" generate --model "$FIXTURE" --tokens 1,2,3 --max-tokens 16 --quiet --threads 1) \
+    || die "generation on $FIXTURE with one thread failed on aarch64"
+TWO=$("$RUN" generate --model "$FIXTURE" --tokens 1,2,3 --max-tokens 16 --quiet --threads 2) \
+    || die "generation on $FIXTURE with two threads failed (or hung) on aarch64"
+[[ "$ONE" == "$TWO" ]] || die "two threads give other tokens than one on aarch64: '$TWO' against '$ONE'"
+echo "$TWO"
 step "the CLI test under $(basename "$QEMU") (default threads)"
 bash "$SRC/tests/install/cli_test.sh" "$RUN" "$SRC" || die "the CLI test fails on aarch64"
 

@@ -22,5 +22,7 @@ set(ENV{PKG_CONFIG_PATH} "")
 # Programs built here run under qemu (ctest, try_run) where it is installed.
 find_program(SPECLA_QEMU_AARCH64 NAMES qemu-aarch64-static qemu-aarch64)
 if(SPECLA_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${SPECLA_QEMU_AARCH64} -L /usr/${SPECLA_CROSS_TRIPLE})
+  # The C library of the same package as the loader (see tools/cross_check_aarch64.sh).
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${SPECLA_QEMU_AARCH64} -L /usr/${SPECLA_CROSS_TRIPLE}
+      -E LD_LIBRARY_PATH=/usr/${SPECLA_CROSS_TRIPLE}/lib)
 endif()

@@ -101,6 +101,8 @@ SPECLA_API bool specla_has_cuda(void);
 #define SPECLA_LIMIT_TOKENIZER_JSON_DEPTH 128
 /* Backtracking steps one tokenizer regex match may take; more is a SPECLA_ERR_FORMAT. */
 #define SPECLA_LIMIT_TOKENIZER_REGEX_STEPS 10000000
+/* Backtracking stack one tokenizer regex match may use (per thread); more is a SPECLA_ERR_FORMAT. */
+#define SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES (8 << 20)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Status codes and errors                                                                     */

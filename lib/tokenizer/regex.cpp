@@ -3,8 +3,9 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <mutex>
+#include <new>
 
 #include "tokenizer/unicode.h"
 #include "tokenizer/utf8.h"
@@ -110,22 +111,83 @@ pcre2_match_data *thread_match_data() {
     return data.md;
 }
 
+// The JIT's backtracking stack, one per thread (a JIT stack serves one match at a time, and one
+// tokenizer is used from several threads at once). Without one the JIT has 32 KiB of the machine
+// stack, which a group repeated over a few thousand characters exhausts. Its memory is reserved
+// up to the limit and committed as the match goes deeper.
+struct JitStack {
+    pcre2_jit_stack *stack =
+        pcre2_jit_stack_create(32 * 1024, SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES, nullptr);
+    ~JitStack() {
+        if (stack) pcre2_jit_stack_free(stack);
+    }
+};
+
+pcre2_jit_stack *thread_jit_stack() {
+    thread_local JitStack s;
+    if (!s.stack) throw std::bad_alloc();
+    return s.stack;
+}
+
+// pcre2_match calls this at the start of every JIT match, on the matching thread (search made
+// the stack already; nothing may be thrown through PCRE2, and null means its 32 KiB default).
+pcre2_jit_stack *jit_stack_of_this_thread(void *) noexcept {
+    try {
+        return thread_jit_stack();
+    } catch (...) {
+        return nullptr;
+    }
+}
+
 // Bounds on one match: backtracking steps (the JIT counts them over the whole call, the
 // interpreter per start position), and the interpreter's backtracking depth and memory. Without
 // them a pattern with nested repeats takes exponential time on a short text.
 constexpr uint32_t kHeapLimitKib = 64 * 1024;
 
-// Shared by all threads; never changed once made (pcre2_match only reads it).
-pcre2_match_context *match_context() {
-    static pcre2_match_context *const context = [] {
-        pcre2_match_context *c = pcre2_match_context_create(nullptr);
-        if (!c) throw std::bad_alloc();
-        pcre2_set_match_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
-        pcre2_set_depth_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
-        pcre2_set_heap_limit(c, kHeapLimitKib);
-        return c;
-    }();
+pcre2_match_context *new_match_context() {
+    pcre2_match_context *c = pcre2_match_context_create(nullptr);
+    if (!c) throw std::bad_alloc();
+    pcre2_set_match_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
+    pcre2_set_depth_limit(c, SPECLA_LIMIT_TOKENIZER_REGEX_STEPS);
+    pcre2_set_heap_limit(c, kHeapLimitKib);
+    pcre2_jit_stack_assign(c, &jit_stack_of_this_thread, nullptr);
+    return c;
+}
+
+// For JIT matches: shared by all threads; never changed once made (pcre2_match only reads it).
+// The JIT's steps are groups entered and start positions tried, not the characters a repeat
+// scans: a pattern that scans the rest of the text at each position (a lookahead over a
+// repeated group) stays within the limit and is quadratic in the text's length (10k characters:
+// 0.1 to 0.5 s), as it is in the reference's engine.
+pcre2_match_context *jit_match_context() {
+    static pcre2_match_context *const context = new_match_context();
     return context;
+}
+
+// Where the JIT is unavailable (a PCRE2 built without it, a system that forbids executable
+// memory) the interpreter matches, and its step limit counts per start position: one search may
+// try every position of the text, so the limit per position is the text's share of the budget.
+// Over one find_all the searches try each position at most twice (once more after an empty
+// match), so the interpreter's work on a text is at most 2 x SPECLA_LIMIT_TOKENIZER_REGEX_STEPS
+// steps, or 2 x kInterpreterStepsPerPosition per position where that is more: linear in the text.
+// The floor is what ordinary patterns need at one position: about one step per character of a
+// run they scan (the Llama 3 pattern at a run of spaces), so runs up to this long always pass.
+constexpr uint32_t kInterpreterStepsPerPosition = 10000;
+
+uint32_t interpreter_steps_per_position(size_t text_bytes) {
+    const size_t share = SPECLA_LIMIT_TOKENIZER_REGEX_STEPS / (text_bytes + 1);
+    return uint32_t(std::max<size_t>(share, kInterpreterStepsPerPosition));
+}
+
+// Per thread, since its limit is set for each text.
+pcre2_match_context *interpreter_match_context(size_t text_bytes) {
+    struct Context {
+        pcre2_match_context *c = new_match_context();
+        ~Context() { pcre2_match_context_free(c); }
+    };
+    thread_local Context context;
+    pcre2_set_match_limit(context.c, interpreter_steps_per_position(text_bytes));
+    return context.c;
 }
 
 }  // namespace
@@ -245,7 +307,7 @@ std::string translate_pattern(const std::string &p) {
     return out;
 }
 
-Regex Regex::pattern(const std::string &pattern, const std::string &where) {
+Regex Regex::pattern(const std::string &pattern, const std::string &where, RegexEngine engine) {
     Regex r;
     r.source_ = pattern;
     r.where_ = where;
@@ -263,8 +325,10 @@ Regex Regex::pattern(const std::string &pattern, const std::string &where) {
         fail(SPECLA_ERR_UNSUPPORTED, "tokenizer.json: ", where, " regex \"", pattern,
              "\" is not supported: ", reinterpret_cast<const char *>(msg));
     }
-    pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
     r.code_ = code;
+    // Where the JIT is unavailable the interpreter matches, with a budget per text (above).
+    r.jit_ = engine == RegexEngine::jit_where_available &&
+             pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
     return r;
 }
 
@@ -279,6 +343,7 @@ Regex::Regex(Regex &&o) noexcept
     : source_(std::move(o.source_)),
       where_(std::move(o.where_)),
       is_literal_(o.is_literal_),
+      jit_(o.jit_),
       code_(o.code_) {
     o.code_ = nullptr;
 }
@@ -289,6 +354,7 @@ Regex &Regex::operator=(Regex &&o) noexcept {
         source_ = std::move(o.source_);
         where_ = std::move(o.where_);
         is_literal_ = o.is_literal_;
+        jit_ = o.jit_;
         code_ = o.code_;
         o.code_ = nullptr;
     }
@@ -308,19 +374,34 @@ bool Regex::search(std::string_view s, size_t from, Span *m) const {
     }
     auto *code = static_cast<pcre2_code *>(code_);
     pcre2_match_data *md = thread_match_data();
-    pcre2_match_context *context = match_context();
-    int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
-                         PCRE2_NO_UTF_CHECK, md, context);
-    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)  // deep backtracking: the interpreter uses the heap
-        rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
-                         PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT, md, context);
+    if (jit_) thread_jit_stack();  // made here, so that a refused stack is out of memory
+    pcre2_match_context *context =
+        jit_ ? jit_match_context() : interpreter_match_context(s.size());
+    // No fallback from the JIT to the interpreter: the interpreter's limit counts per start
+    // position, and one search on a long text would take that many times longer.
+    const uint32_t options = PCRE2_NO_UTF_CHECK | (jit_ ? 0u : uint32_t(PCRE2_NO_JIT));
+    const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), from,
+                               options, md, context);
     if (rc == PCRE2_ERROR_NOMATCH) return false;
     if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
-        rc == PCRE2_ERROR_HEAPLIMIT)
+        rc == PCRE2_ERROR_HEAPLIMIT) {
+        if (jit_)
+            fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where_, " regex \"", source_,
+                 "\" exceeded the match limit on this text (SPECLA_LIMIT_TOKENIZER_REGEX_STEPS = ",
+                 SPECLA_LIMIT_TOKENIZER_REGEX_STEPS, " backtracking steps): the pattern backtracks "
+                 "without bound");
         fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where_, " regex \"", source_,
-             "\" exceeded the match limit on this text (SPECLA_LIMIT_TOKENIZER_REGEX_STEPS = ",
-             SPECLA_LIMIT_TOKENIZER_REGEX_STEPS, " backtracking steps, ", kHeapLimitKib / 1024,
-             " MiB): the pattern backtracks without bound");
+             "\" exceeded the match limit on this text of ", s.size(),
+             " bytes (SPECLA_LIMIT_TOKENIZER_REGEX_STEPS = ", SPECLA_LIMIT_TOKENIZER_REGEX_STEPS,
+             " backtracking steps per text, at least ", kInterpreterStepsPerPosition,
+             " per start position, ", kHeapLimitKib / 1024, " MiB; PCRE2's JIT is unavailable here): "
+             "the pattern backtracks without bound");
+    }
+    if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
+        fail(SPECLA_ERR_FORMAT, "tokenizer.json: ", where_, " regex \"", source_,
+             "\" exceeded the match limit on this text (SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES = ",
+             SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES, " bytes of backtracking stack): the "
+             "pattern backtracks without bound");
     if (rc == PCRE2_ERROR_NOMEMORY)
         fail(SPECLA_ERR_OUT_OF_MEMORY, "tokenizer.json: ", where_, " regex \"", source_,
              "\": out of memory");

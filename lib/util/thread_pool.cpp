@@ -22,6 +22,17 @@ constexpr int kSpinIterations = 1 << 14;
 // OS took off its core, and sleeping frees this core for it.
 constexpr int kJoinSpinIterations = 1 << 11;
 constexpr int kChunksPerThread = 4;
+// Pass timing: the first probe comes after a few passes (the first ones warm caches); a probe
+// that confirms the mode doubles the interval up to kMaxProbeInterval (a decoding step on the
+// shipped model is about 5-10 ms, so a change of load is noticed within about a second), one that
+// changes it starts again from kMinProbeInterval. A probe costs at most the difference between
+// the two ways for one pass in kMaxProbeInterval once the mode is settled.
+constexpr uint32_t kMinProbeInterval = 4;
+constexpr uint32_t kMaxProbeInterval = 64;
+// The other way must be this much faster to take over: timings on a busy machine are noisy.
+constexpr double kSwitchMargin = 0.9;
+// Weight of a new timing in a kind's running mean.
+constexpr double kNewWeight = 0.25;
 
 uint32_t claim_gen(uint64_t w) { return uint32_t(w >> 32); }
 uint32_t claim_total(uint64_t w) { return uint32_t(w >> 16) & 0xffffu; }
@@ -116,6 +127,66 @@ void ThreadPool::run(int64_t n, Task task, void *ctx) {
         failed_.store(false, std::memory_order_relaxed);
         std::rethrow_exception(error);
     }
+}
+
+ThreadPool::PassStats &ThreadPool::stats_for(int64_t kind) {
+    PassStats *oldest = &pass_stats_[0];
+    for (PassStats &s : pass_stats_) {
+        if (s.kind == kind) return s;
+        if (s.last_used < oldest->last_used) oldest = &s;
+    }
+    *oldest = PassStats{};  // a new kind replaces the one unused for longest
+    oldest->kind = kind;
+    oldest->until_probe = oldest->probe_interval = kMinProbeInterval;
+    return *oldest;
+}
+
+bool ThreadPool::runs_inline(int64_t kind) const {
+    for (const PassStats &s : pass_stats_)
+        if (s.kind == kind) return s.inline_mode;
+    return false;
+}
+
+void ThreadPool::begin_pass(int64_t kind) {
+    if (workers_.empty()) return;
+    PassStats &s = stats_for(kind);
+    s.last_used = ++passes_;
+    probing_ = --s.until_probe == 0;
+    inline_pass_ = s.inline_mode != probing_;
+    pass_ = &s;
+    pass_start_ = Clock::now();
+}
+
+void ThreadPool::end_pass(bool completed) {
+    PassStats *s = pass_;
+    const bool was_inline = inline_pass_;
+    pass_ = nullptr;
+    inline_pass_ = false;
+    if (!s) return;
+    if (!completed) {  // an exception cut the pass short: its time says nothing
+        if (probing_) s->until_probe = 1;
+        return;
+    }
+    const double seconds = std::chrono::duration<double>(Clock::now() - pass_start_).count();
+    double &mean = s->seconds[was_inline ? 1 : 0];
+    // A probe's timing replaces its way's mean, which dates from before the last switch or probe
+    // (the load may have changed since); a probe that misled is corrected kMinProbeInterval
+    // passes later.
+    mean = mean == 0 || probing_ ? seconds : (1 - kNewWeight) * mean + kNewWeight * seconds;
+    if (!probing_) return;
+    const double current = s->seconds[s->inline_mode ? 1 : 0];
+    if (current == 0) {  // the mode's own way is not measured yet: measure it next
+        s->until_probe = 1;
+        s->inline_mode = was_inline;
+        return;
+    }
+    if (mean < kSwitchMargin * current) {
+        s->inline_mode = was_inline;
+        s->probe_interval = kMinProbeInterval;
+    } else {
+        s->probe_interval = std::min(s->probe_interval * 2, kMaxProbeInterval);
+    }
+    s->until_probe = s->probe_interval;
 }
 
 void ThreadPool::worker_loop() {

@@ -7,11 +7,20 @@
 // behind the other process. Each CPU session owns one pool: sessions on different threads never
 // share workers.
 //
+// A worker preempted inside a chunk it claimed still holds the join until the OS runs it again
+// (the caller cannot take a chunk over once it started), and on a machine where another process
+// is busy that is most joins: two threads then decode slower than one. So the pool also times
+// whole passes (PassScope: one forward pass of the CPU backend) and runs a kind of pass inline on
+// the calling thread while that measures faster, re-trying the other way now and then.
+//
 // Which thread runs a chunk never changes what it computes: each output is produced by one chunk,
-// and chunk boundaries depend only on n and the pool size.
+// and chunk boundaries depend only on n and the pool size; a pass run inline computes each output
+// exactly as a pool of one thread does.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -40,7 +49,7 @@ public:
     template <typename Fn>
     void parallel_for(int64_t n, Fn &&fn) {
         if (n <= 0) return;
-        if (workers_.empty() || n == 1) {
+        if (workers_.empty() || n == 1 || inline_pass_) {
             fn(int64_t(0), n);
             return;
         }
@@ -49,7 +58,39 @@ public:
         run(n, trampoline, const_cast<void *>(static_cast<const void *>(&fn)));
     }
 
+    // One pass of jobs (passes of one `kind` do the same work: the CPU backend uses its node
+    // count): the pool chooses for the whole pass whether its jobs run on the workers or inline,
+    // and times it. Not nested; an exception leaves the pass untimed.
+    class PassScope {
+    public:
+        PassScope(ThreadPool &pool, int64_t kind) : pool_(pool) { pool_.begin_pass(kind); }
+        ~PassScope() { pool_.end_pass(std::uncaught_exceptions() == exceptions_); }
+        PassScope(const PassScope &) = delete;
+        PassScope &operator=(const PassScope &) = delete;
+
+    private:
+        ThreadPool &pool_;
+        int exceptions_ = std::uncaught_exceptions();
+    };
+
+    // Whether passes of `kind` now run inline (for tests and diagnostics).
+    bool runs_inline(int64_t kind) const;
+
 private:
+    using Clock = std::chrono::steady_clock;
+    // What the pool has measured for one kind of pass.
+    struct PassStats {
+        int64_t kind = -1;  // -1: a free slot
+        uint64_t last_used = 0;
+        bool inline_mode = false;  // how passes of this kind run between probes
+        double seconds[2] = {0, 0};  // running mean per way [parallel, inline]; 0: not measured
+        uint32_t until_probe = 0;  // passes before the next one is run the other way
+        uint32_t probe_interval = 0;
+    };
+    void begin_pass(int64_t kind);
+    void end_pass(bool completed);
+    PassStats &stats_for(int64_t kind);
+
     using Task = void (*)(void *, int64_t, int64_t);
     void run(int64_t n, Task task, void *ctx);
     void worker_loop();
@@ -81,6 +122,14 @@ private:
     std::atomic<bool> caller_sleeping_{false};
     std::mutex join_mutex_;
     std::condition_variable joined_;
+
+    // Pass timing (only the thread that owns the pool touches it).
+    std::array<PassStats, 8> pass_stats_{};
+    uint64_t passes_ = 0;
+    PassStats *pass_ = nullptr;  // the pass under way
+    bool inline_pass_ = false;   // its jobs run on the caller
+    bool probing_ = false;       // it runs the other way than its kind's mode
+    Clock::time_point pass_start_{};
 };
 
 }  // namespace specla

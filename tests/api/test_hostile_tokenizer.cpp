@@ -417,3 +417,57 @@ TEST_CASE("hostile tokenizer: runaway regexes end with a format error") {
     CHECK(ids == std::vector<int32_t>{0, 1, 0, 1});
     specla_tokenizer_free(t);
 }
+
+namespace {
+
+// A Split pre-tokenizer with `pattern` (a JSON string's contents) over a vocabulary of "a" and "b".
+std::string split_tokenizer(const std::string &pattern) {
+    return R"({"pre_tokenizer": {"type": "Split", "pattern": {"Regex": ")" + pattern +
+           R"("}, "behavior": "Isolated", "invert": false}, "model": )" +
+           bpe(R"("a": 0, "b": 1)") + "}";
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+TEST_CASE("hostile tokenizer: a regex that rescans the text at every match ends promptly") {
+    // Each match looks ahead to the end of the text through a repeated group: more backtracking
+    // stack than PCRE2's JIT has by default. The interpreter that used to take over then counted
+    // its step limit per start position: 10k characters took over a second.
+    TempDir dir;
+    specla_tokenizer *t = nullptr;
+    REQUIRE(load(dir.write("rescan", split_tokenizer("a(?=(?:.)*$)")), &t) == SPECLA_OK);
+    std::vector<int32_t> ids;
+    const auto start = std::chrono::steady_clock::now();
+    REQUIRE(tokenize(t, std::string(10000, 'a'), ids) == SPECLA_OK);
+    const double seconds = seconds_since(start);
+    MESSAGE("10k characters through a rescanning pattern: ", seconds, " s");
+    CHECK(ids == std::vector<int32_t>(10000, 0));
+    CHECK(seconds < (kSanitized ? 5.0 : 0.5));
+    specla_tokenizer_free(t);
+}
+
+TEST_CASE("hostile tokenizer: a regex that needs more backtracking stack than the limit is a format error") {
+    TempDir dir;
+    specla_tokenizer *t = nullptr;
+    // A capturing group repeated once per character: one stack frame each.
+    REQUIRE(load(dir.write("deep", split_tokenizer("(?:(a)|b)*$")), &t) == SPECLA_OK);
+    std::vector<int32_t> ids;
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(tokenize(t, std::string(1 << 20, 'a'), ids) == SPECLA_ERR_FORMAT);
+    const double seconds = seconds_since(start);
+    MESSAGE("1 MiB through a deep pattern: ", seconds, " s");
+    CHECK(message_has("tokenizer.json"));
+    CHECK(message_has("pre_tokenizer.pattern"));
+    CHECK(message_has("(?:(a)|b)*$"));
+    CHECK(message_has("SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES"));
+    CHECK(message_has(std::to_string(SPECLA_LIMIT_TOKENIZER_REGEX_STACK_BYTES)));
+    CHECK(seconds < (kSanitized ? 10.0 : 1.0));
+    // Shorter text fits the stack, and the tokenizer stays usable.
+    REQUIRE(tokenize(t, std::string(10000, 'a') + "b", ids) == SPECLA_OK);
+    CHECK(ids.size() == 10001);
+    specla_tokenizer_free(t);
+}

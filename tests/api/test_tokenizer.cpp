@@ -262,6 +262,35 @@ TEST_CASE("tokenizer: golden encode/decode of the variant pipelines") {
     }
 }
 
+// The whole corpus as one text, eight times over (about 1 MiB): pieces many times longer than the
+// corpus's strings, tokenized in one call. The ids were recorded before the regex engine's
+// backtracking stack and limits changed (they must never change without a reason).
+TEST_CASE("tokenizer: one long text keeps its ids") {
+    const json corpus = read_json(kData + "/tokenizer/corpus.json");
+    std::string text;
+    for (int copy = 0; copy < 8; ++copy)
+        for (const auto &s : corpus) text += s.get<std::string>() + "\n";
+    struct Expected {
+        std::string folder;
+        size_t count;
+        uint64_t hash;
+    };
+    for (const Expected &e : {Expected{kGdn, 452065, 7382469122961827540ull},
+                              Expected{kData + "/tokenizer/variants/bytelevel_split", 611568,
+                                       1667468127897396197ull},
+                              Expected{kData + "/tokenizer/variants/bytelevel_prefix", 637680,
+                                       10336492447587499727ull}}) {
+        CAPTURE(e.folder);
+        Tok tok(e.folder);
+        const std::vector<int32_t> ids = tokenize(tok.t, text, false, true);
+        uint64_t hash = 14695981039346656037ull;  // FNV-1a over the ids' values
+        for (const int32_t id : ids) hash = (hash ^ uint64_t(uint32_t(id))) * 1099511628211ull;
+        MESSAGE(ids.size(), " ids, hash ", hash);
+        CHECK(ids.size() == e.count);
+        CHECK(hash == e.hash);
+    }
+}
+
 TEST_CASE("tokenizer: info") {
     Tok gdn(kGdn);
     specla_tokenizer_info info{};

@@ -147,3 +147,63 @@ TEST_CASE("usable CPUs: affinity, cgroup v2 cpu.max up the hierarchy, cgroup v1 
     CHECK(specla::usable_cpus() >= 1);
     CHECK(specla::usable_cpus() <= int(std::thread::hardware_concurrency()));
 }
+
+namespace {
+
+// Runs `passes` passes of one kind, each one job over 64 indices whose chunks take `chunk_time`
+// (given the chunk and whether a worker runs it). Returns how many passes ran inline (the caller
+// ran the whole range as one chunk).
+template <typename ChunkTime>
+int run_passes(ThreadPool &pool, int passes, ChunkTime chunk_time) {
+    const std::thread::id caller = std::this_thread::get_id();
+    int inline_passes = 0;
+    for (int p = 0; p < passes; ++p) {
+        const ThreadPool::PassScope pass(pool, 7);
+        std::atomic<bool> whole{false};
+        pool.parallel_for(64, [&](int64_t b, int64_t e) {
+            if (b == 0 && e == 64) whole = true;
+            std::this_thread::sleep_for(chunk_time(e - b, std::this_thread::get_id() != caller));
+        });
+        inline_passes += whole.load();
+    }
+    return inline_passes;
+}
+
+using std::chrono::microseconds;
+
+// A worker that takes long for its chunk: what a worker preempted by another process costs.
+microseconds slow_worker(int64_t, bool on_worker) { return microseconds(on_worker ? 3000 : 0); }
+// Work that the second thread halves.
+microseconds even_work(int64_t chunk, bool) { return microseconds(150 * chunk); }
+
+}  // namespace
+
+TEST_CASE("a pass that waits for a slow worker runs inline; one the workers speed up stays parallel") {
+    ThreadPool pool(2);
+    CHECK_FALSE(pool.runs_inline(7));
+    // Probes: after 4 passes, then at growing intervals.
+    const int slow_inline = run_passes(pool, 60, slow_worker);
+    MESSAGE("slow worker: ", slow_inline, " of 60 passes inline");
+    CHECK(pool.runs_inline(7));
+    CHECK(slow_inline >= 45);
+    // The worker recovers: the next probe of the parallel form (within 64 passes) measures it
+    // faster, and parallel passes stay.
+    const int even_inline = run_passes(pool, 100, even_work);
+    MESSAGE("even work afterwards: ", even_inline, " of 100 passes inline");
+    CHECK(even_inline <= 80);
+    // Settled: the probes cost a pass in up to 64. (Not none: other processes busy on the
+    // machine that runs the tests can make a parallel pass slow, and that is what the pool is for.)
+    const int settled_inline = run_passes(pool, 60, even_work);
+    MESSAGE("even work, settled: ", settled_inline, " of 60 passes inline");
+    CHECK(settled_inline <= 20);
+}
+
+TEST_CASE("jobs outside a pass and pools of one thread are not timed") {
+    ThreadPool one(1);
+    { const ThreadPool::PassScope pass(one, 3); }
+    CHECK_FALSE(one.runs_inline(3));
+    ThreadPool two(2);
+    std::atomic<int> calls{0};
+    two.parallel_for(64, [&](int64_t, int64_t) { ++calls; });
+    CHECK(calls.load() > 1);  // split into chunks as before
+}

@@ -264,6 +264,9 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, int32_t logits_
     const ModelConfig &c = config_;
     const int64_t D = c.hidden_size, I = c.intermediate_size;
     const int32_t n = pass.n;
+    // Passes over as many nodes, of the same form and with the same logits, do the same work: the
+    // pool times them as one kind, to run them inline while that is faster (util/thread_pool.h).
+    const ThreadPool::PassScope timed(*st.pool, (int64_t(n) * 2 + pass.verify) * 4 + int64_t(rows));
     for (int l = 0; l < c.num_layers; ++l) {
         const LayerWeights &L = weights_.layers[size_t(l)];
         for (int32_t t = 0; t < n; ++t)
