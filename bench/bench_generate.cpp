@@ -1,11 +1,20 @@
 // End-to-end generation benchmark through the public API, on any backend:
 //   plain decoding tokens/s (batch 1), prefill tokens/s, and speculative decoding with the
-//   prompt-lookup drafter over the model's eval prompts (mean tokens per verification pass,
-//   acceptance, speedup over plain decoding of the same prompts in the same run).
+//   prompt-lookup drafter and, given --drafter, the learned (EAGLE) drafter over the model's eval
+//   prompts (mean tokens per verification pass, acceptance per depth, speedup over plain
+//   decoding of the same prompts in the same run).
 //
 //   bench_generate [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]
-//                  [--draft-nodes N[,N...]]   (draft budgets compared in the same run; default 4,8,16)
+//                  [--draft-nodes N[,N...]]   (prompt-lookup budgets compared in the same run; default 4,8,16)
+//                  [--drafter DIR]            (an EAGLE drafter folder: its rows too)
+//                  [--eagle-nodes N[,N...]]   (its node budgets; default 8,16,32)
+//                  [--tree-fixed-size]        (EAGLE trees fill the budget instead of sizing from cost)
 //                  [--json FILE]              (the table's figures, machine-readably: bench_json.h)
+//
+// Timing. Plain decoding and prompt lookup are timed after each prompt's prefill. The EAGLE
+// drafter needs the target's features of the prompt, which only its own generate call's prefill
+// produces, so its call is timed whole and the prompts' plain prefill time (measured in the
+// plain loop) is subtracted; both the subtracted and the inclusive speedups are printed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +43,15 @@ void check(specla_status st, const char *what) {
     }
 }
 
+std::vector<int> parse_list(const char *text) {
+    std::vector<int> out;
+    std::stringstream list(text);
+    std::string item;
+    while (std::getline(list, item, ','))
+        if (!item.empty()) out.push_back(std::atoi(item.c_str()));
+    return out;
+}
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
@@ -45,7 +63,9 @@ int main(int argc, char **argv) {
     std::string model_dir = std::string(SPECLA_MODELS_DIR) + "/gdn-pycode-22m";
     std::string backend = "cpu";
     int threads = 0, n_prompts = 80, new_tokens = 64;
-    std::vector<int> budgets = {4, 8, 16};
+    std::vector<int> budgets = {4, 8, 16}, eagle_budgets = {8, 16, 32};
+    std::string drafter_dir;
+    bool tree_fixed = false;
     for (int i = 1; i < argc; ++i) {
         auto next = [&] { return i + 1 < argc ? argv[++i] : ""; };
         if (!std::strcmp(argv[i], "--model")) model_dir = next();
@@ -53,17 +73,15 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
         else if (!std::strcmp(argv[i], "--prompts")) n_prompts = std::atoi(next());
         else if (!std::strcmp(argv[i], "--new-tokens")) new_tokens = std::atoi(next());
-        else if (!std::strcmp(argv[i], "--draft-nodes")) {
-            budgets.clear();
-            std::stringstream list(next());
-            std::string item;
-            while (std::getline(list, item, ','))
-                if (!item.empty()) budgets.push_back(std::atoi(item.c_str()));
-        }
+        else if (!std::strcmp(argv[i], "--draft-nodes")) budgets = parse_list(next());
+        else if (!std::strcmp(argv[i], "--drafter")) drafter_dir = next();
+        else if (!std::strcmp(argv[i], "--eagle-nodes")) eagle_budgets = parse_list(next());
+        else if (!std::strcmp(argv[i], "--tree-fixed-size")) tree_fixed = true;
         else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
             std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]"
-                                 " [--draft-nodes N[,N...]] [--json FILE]\n", argv[0]);
+                                 " [--draft-nodes N[,N...]] [--drafter DIR] [--eagle-nodes N[,N...]] [--tree-fixed-size]"
+                                 " [--json FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -126,14 +144,16 @@ int main(int argc, char **argv) {
     specla_generate_params gp = specla_generate_default_params();
     gp.max_tokens = new_tokens;
     std::vector<std::vector<int32_t>> plain_out(static_cast<size_t>(n_prompts));
-    double plain_s = 0;
+    double plain_s = 0, prefill_total = 0;
     long long plain_tokens = 0;
     for (int i = 0; i < n_prompts; ++i) {
         const std::vector<int32_t> &p = ids[size_t(i)];
         std::vector<int32_t> a(static_cast<size_t>(new_tokens));
         size_t na = 0;
         specla_session_reset(s);
+        const auto tp = Clock::now();
         check(specla_session_eval(s, p.data(), p.size() - 1, SPECLA_LOGITS_NONE, nullptr, 0), "prefill");
+        prefill_total += seconds_since(tp);
         const auto t0 = Clock::now();
         check(specla_generate(s, p.data() + p.size() - 1, 1, gp, a.data(), a.size(), &na), "plain");
         plain_s += seconds_since(t0);
@@ -200,6 +220,64 @@ int main(int argc, char **argv) {
         row(what + ", speedup over plain", spec_tps / plain_tps, "ratio");
         row(what + ", tokens per pass", double(spec_tokens) / double(steps), "tokens");
         row(what + ", acceptance", drafted ? double(accepted) / double(drafted) : 0.0, "fraction");
+        row(what + ", outputs that differ from plain", double(mismatches), "prompts");
+    }
+    // The learned drafter: one drafter for all prompts of a budget (its cost model keeps what it
+    // measured; a new prompt restarts its state, see lib/spec/eagle_drafter.h), the whole prompt
+    // through the speculative call so that the drafter sees the prompt's features.
+    for (int budget : drafter_dir.empty() ? std::vector<int>() : eagle_budgets) {
+        specla_drafter_params dp = specla_drafter_default_params();
+        dp.type = SPECLA_DRAFTER_EAGLE;
+        dp.path = drafter_dir.c_str();
+        specla_drafter *drafter = nullptr;
+        check(specla_drafter_create(model, dp, &drafter), "EAGLE drafter");
+        double spec_s = 0;
+        long long spec_tokens = 0, steps = 0, drafted = 0, mismatches = 0;
+        long long at_depth[SPECLA_SPEC_MAX_DEPTH_STATS] = {};
+        for (int i = 0; i < n_prompts; ++i) {
+            const std::vector<int32_t> &p = ids[size_t(i)];
+            std::vector<int32_t> b(static_cast<size_t>(new_tokens));
+            size_t nb = 0;
+            specla_session_reset(s);
+            specla_spec_params spp = specla_spec_default_params();
+            spp.generate = gp;
+            spp.max_draft_nodes = budget;
+            spp.tree_size_from_cost = !tree_fixed;
+            specla_spec_stats st{};
+            const auto t0 = Clock::now();
+            check(specla_generate_speculative(s, drafter, p.data(), p.size(), spp, b.data(), b.size(), &nb, &st),
+                  "speculative (EAGLE)");
+            spec_s += seconds_since(t0);
+            spec_tokens += (long long)nb;
+            steps += st.steps, drafted += st.drafted;
+            for (int d = 0; d < SPECLA_SPEC_MAX_DEPTH_STATS; ++d) at_depth[d] += st.accepted_at_depth[d];
+            b.resize(nb);
+            if (b != plain_out[size_t(i)]) ++mismatches;
+        }
+        specla_drafter_free(drafter);
+        const double spec_tps = double(spec_tokens) / (spec_s - prefill_total);  // see the header
+        const double inclusive = (plain_s + prefill_total) / spec_s;
+        std::string depths;
+        for (int d = 0; d < 8; ++d) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%s%.2f", d ? " / " : "", steps ? double(at_depth[d]) / double(steps) : 0.0);
+            depths += buf;
+        }
+        const std::string what = "speculative, EAGLE drafter, <= " + std::to_string(budget) + " draft nodes" +
+                                 (tree_fixed ? " (fixed size)" : "");
+        std::printf("| %s | %.1f tokens/s, %.2fx plain (%.2fx with the prefill on both sides), %.2f tokens per "
+                    "pass, %.1f nodes per pass, passes accepting depth 1..8: %s, %lld outputs differ from plain |\n",
+                    what.c_str(), spec_tps, spec_tps / plain_tps, inclusive, double(spec_tokens) / double(steps),
+                    steps ? double(drafted) / double(steps) : 0.0, depths.c_str(), mismatches);
+        total_mismatches += mismatches;
+        row(what, spec_tps, "tokens/s", "the prompts' plain prefill time subtracted");
+        row(what + ", speedup over plain", spec_tps / plain_tps, "ratio");
+        row(what + ", speedup over plain, prefill on both sides", inclusive, "ratio");
+        row(what + ", tokens per pass", double(spec_tokens) / double(steps), "tokens");
+        row(what + ", draft nodes per pass", steps ? double(drafted) / double(steps) : 0.0, "nodes");
+        for (int d = 0; d < 8; ++d)
+            row(what + ", passes accepting depth " + std::to_string(d + 1),
+                steps ? double(at_depth[d]) / double(steps) : 0.0, "fraction");
         row(what + ", outputs that differ from plain", double(mismatches), "prompts");
     }
     specla_session_free(s);
