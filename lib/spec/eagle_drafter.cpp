@@ -132,7 +132,7 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     tp.size_from_cost = budget.size_from_cost;
     probs_.resize(size_t(V_));
     distribution(last_logits_.data(), probs_.data());
-    builder_.start(tp, probs_.data(), V_, rng_);
+    builder_.start(tp, probs_.data(), V_, rng_, &cost_);
 
     const size_t D = size_t(D_), V = size_t(V_);
     while (!builder_.frontier().empty()) {

@@ -20,7 +20,8 @@
 //     best_score - prune_margin dropped, the first max_nodes kept. A child's score is at most its
 //     parent's and its index larger, so a parent ranks first: every prefix of the ranking is
 //     ancestor-closed and in topological order, which is the output order.
-//   * Sizing from cost (params.size_from_cost, a cost model given and calibrated()): with
+//   * Sizing from cost (params.size_from_cost and a cost model given; before any measurement its
+//     CPU-like prior, so that the first trees are small and the sizes measured): with
 //     v_i = exp(score_i), the drafter's estimate of the probability that node i is accepted,
 //     a tree of the first n ranked nodes emits 1 + sum_{i<n} v_i tokens per pass on average
 //     (the bonus plus each node's chance to be on the accepted path) at a cost of
@@ -30,8 +31,10 @@
 //     drafter passes through observe_draft). The tree keeps the n in [0, budget] maximising
 //         (1 + sum_{i<n} v_i) / (verify_seconds(n) + D),
 //     the smallest such n on ties. A flat cost (a GPU's) fills the budget; a cost linear in n (a
-//     CPU's) keeps a node only while its v is worth a row of the pass. Without a calibrated model
-//     the budget decides.
+//     CPU's) keeps a node only while its v is worth a row of the pass. Without a cost model
+//     the budget decides. (Gating on a calibrated model instead let a tree that filled the
+//     budget from the first pass never be timed at another size, so a CPU kept verifying
+//     full-budget trees: 16-node trees at 8 plain steps a pass on gdn-pycode-22m.)
 //
 // Sampled drafting (rng given): why the tree keeps acceptance lossless
 //   accept_sampled (spec/accept.cpp) tries the children of the current position in node order;
@@ -83,6 +86,7 @@ namespace {
 
 // Weight of a new observation in the moving average of a row count's seconds: a change of
 // machine load or clock shows within a few passes, one noisy pass moves the estimate by a quarter.
+constexpr double kPriorNodeCost = 0.1;
 constexpr double kNewObservationWeight = 0.25;
 // Denominator floor of the tokens-per-second ratio (a measured zero-second pass stays finite).
 constexpr double kMinStepSeconds = 1e-12;
@@ -115,16 +119,19 @@ bool ranks_before(const TreeCandidate &a, int32_t ia, const TreeCandidate &b, in
 // Per row count n, the seconds observed for passes of n (counted) rows, as a moving average (the
 // first observation taken as is, then a weight of kNewObservationWeight per new one). An
 // unmeasured n is estimated as follows:
-//   * between two measured counts: linear interpolation between them;
-//   * below the smallest measured count n0, and above the largest nL, the prior shape of a pass
-//     whose cost is proportional to its rows: rows(n) * unit below n0 and
-//     seconds(nL) + (n - nL) * unit above nL, unit = seconds(n0) / rows(n0) the cost per row of
-//     the smallest measured pass (rows(n) = n + 1 for a verification, whose pending token is a
-//     row too; n for a drafter pass). Above the measurements this is the pessimistic (CPU) slope,
-//     so trees grow past the measured sizes only once a larger pass has been timed; below them it
-//     is optimistic, so a smaller tree is tried, timed, and corrected.
-//   * with no measurement at all: verification rows(n) * 1 (the CPU-like prior of the header), a
-//     drafter pass 0 (an unknown drafting cost is left out rather than guessed).
+//   * with two or more measured counts: linear interpolation between the two around n, and
+//     outside them the line through the two nearest measured counts, with a slope clamped at 0
+//     (a pass never gets cheaper with more rows). On a CPU (cost rising with rows) trees stay
+//     small; on a GPU (flat cost) the next larger tree looks as cheap as the largest timed one,
+//     is tried, timed, and kept or corrected;
+//   * with one measured count n1 (seconds s1): the affine prior shape through it,
+//     s1 * (1 + kPriorNodeCost * n) / (1 + kPriorNodeCost * n1);
+//   * with none: unit * (1 + kPriorNodeCost * n), unit 1 for a verification and 0 for a drafter
+//     pass (an unknown drafting cost is left out rather than guessed).
+// The prior assumes a node costs a tenth of a pass's fixed part: a pass reads every weight once
+// whatever its rows (gdn-pycode-22m on the CPU: 5 rows at 1.07 plain steps; a GPU: flat). A
+// prior through the origin (each row as dear as the pending token's) made every tree of nodes
+// less certain than 1 look a loss, so no other size was ever tried and measured.
 
 void PassCostModel::RowCosts::observe(int32_t n, double s) {
     const auto [it, fresh] = seconds.emplace(n, s);
@@ -132,16 +139,22 @@ void PassCostModel::RowCosts::observe(int32_t n, double s) {
 }
 
 double PassCostModel::RowCosts::estimate(int32_t n, double unit_before_any) const {
-    if (seconds.empty()) return double(n + extra_rows) * unit_before_any;
-    const auto smallest = seconds.begin();
-    const double unit = smallest->second / double(smallest->first + extra_rows);
+    // Before two counts are measured, the affine prior: a pass costs a * (1 + kPriorNodeCost * n).
+    if (seconds.empty()) return unit_before_any * (1.0 + kPriorNodeCost * double(n));
+    if (seconds.size() == 1) {
+        const auto [n1, s1] = *seconds.begin();
+        return s1 * (1.0 + kPriorNodeCost * double(n)) / (1.0 + kPriorNodeCost * double(n1));
+    }
     const auto hi = seconds.lower_bound(n);
     if (hi != seconds.end() && hi->first == n) return hi->second;
-    if (hi == seconds.begin()) return double(n + extra_rows) * unit;
-    const auto lo = std::prev(hi);
-    if (hi == seconds.end()) return lo->second + double(n - lo->first) * unit;
-    const double f = double(n - lo->first) / double(hi->first - lo->first);
-    return lo->second + f * (hi->second - lo->second);
+    // Outside the measured counts: the line through the two nearest ones, never falling.
+    auto a = hi == seconds.begin() ? seconds.begin() : std::prev(hi);
+    if (hi == seconds.end()) a = std::prev(a);
+    const auto b = std::next(a);
+    const double slope = (b->second - a->second) / double(b->first - a->first);
+    if (hi == seconds.begin() || hi == seconds.end())
+        return std::max(0.0, a->second + std::max(0.0, slope) * double(n - a->first));
+    return a->second + slope * double(n - a->first);
 }
 
 void PassCostModel::observe_verify(int32_t n_nodes, double seconds) {
@@ -172,7 +185,8 @@ bool PassCostModel::calibrated() const { return verify_.seconds.size() >= 2; }
 
 // ---- TreeBuilder -----------------------------------------------------------------------------
 
-void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng) {
+void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng,
+                        const PassCostModel *cost) {
     require(params.top_k >= 1, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top_k must be >= 1 (got ", params.top_k,
             ")");
     require(params.max_nodes >= 0, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: max_nodes must be >= 0 (got ",
@@ -188,6 +202,7 @@ void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32
     params_ = params;
     vocab_ = vocab;
     rng_ = rng;
+    level_cost_ = params.size_from_cost ? cost : nullptr;
     candidates_.clear();
     rows_.clear();
     prior_value_.clear();
@@ -305,6 +320,26 @@ void TreeBuilder::compute_frontier() {
         }
         frontier_.push_back(i);
     }
+    if (level_cost_ && !frontier_.empty() && !level_pays()) frontier_.clear(), frontier_children_.clear();
+}
+
+// Whether the next level's drafter pass pays for itself. The frontier's nodes can add at most
+// the sum of their own values v = exp(score) in expected tokens (a child's value is its parent's
+// times q <= 1); the tree so far promises at most T = 1 + the sum of all values at a cost of
+// C = verify_seconds(its size within the budget) + the drafting seconds spent. The level is
+// drawn when (T + gain) / (C + d) > T / C, d its drafter pass's seconds: on a CPU, where a
+// drafter pass costs a good part of a plain step, deep unlikely levels are not drafted. An
+// unmeasured drafter pass (d = 0) is always drawn, which measures it. In sampled mode this
+// depends only on scores fixed before the children are drawn, as the lossless rule requires.
+bool TreeBuilder::level_pays() const {
+    double tokens = 1.0, gain = 0.0;
+    for (const TreeCandidate &c : candidates_) tokens += std::exp(double(c.score));
+    for (const int32_t f : frontier_) gain += std::exp(double(candidates_[size_t(f)].score));
+    const double d = level_cost_->draft_seconds(int32_t(frontier_.size()));
+    if (d <= 0) return true;
+    const int32_t nodes = std::min(int32_t(candidates_.size()), params_.max_nodes);
+    const double spent = level_cost_->verify_seconds(nodes) + drafting_seconds(*level_cost_, int32_t(pass_rows_.size()));
+    return gain * spent > d * tokens;
 }
 
 void TreeBuilder::expand(const float *probs, int32_t vocab) {
@@ -350,7 +385,7 @@ void TreeBuilder::finish_greedy(const PassCostModel *cost, std::vector<int32_t> 
         if (margin && candidates_[size_t(i)].score < floor) break;
         kept.push_back(i);
     }
-    if (!(params_.size_from_cost && cost && cost->calibrated())) return;
+    if (!(params_.size_from_cost && cost)) return;
 
     // The prefix maximising expected tokens per second (see the top of this file).
     const double drafting = drafting_seconds(*cost, int32_t(pass_rows_.size()));
@@ -366,7 +401,7 @@ void TreeBuilder::finish_greedy(const PassCostModel *cost, std::vector<int32_t> 
 
 void TreeBuilder::finish_sampled(const PassCostModel *cost, std::vector<int32_t> &kept) const {
     const int32_t n = int32_t(candidates_.size());
-    const bool sized = params_.size_from_cost && cost && cost->calibrated();
+    const bool sized = params_.size_from_cost && cost;
     std::vector<char> is_kept(static_cast<size_t>(n), 0);
     std::vector<char> siblings_cut(static_cast<size_t>(n) + 1, 0);  // [parent + 1]
     double tokens = 1.0;  // 1 + the values of the nodes kept so far

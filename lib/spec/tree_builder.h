@@ -49,20 +49,18 @@ public:
     // 0 until a drafter pass has been observed (an unknown drafting cost is left out, not guessed).
     double draft_seconds(int32_t n_rows) const;
     // Verification passes of at least two different node counts observed: the model then knows
-    // the cost's slope instead of assuming one, and TreeBuilder sizes trees from it.
+    // the cost's slope instead of assuming one (TreeBuilder sizes trees before that too, from
+    // the prior, so that the sizes get measured).
     bool calibrated() const;
 
 private:
-    // Per row count: a moving average of the observed seconds. extra_rows: rows a pass has
-    // besides its counted ones (1 for a verification: the pending token).
+    // Per row count: a moving average of the observed seconds.
     struct RowCosts {
-        int32_t extra_rows = 0;
         std::map<int32_t, double> seconds;
         void observe(int32_t n, double s);
         double estimate(int32_t n, double unit_before_any) const;
     };
-    RowCosts verify_{1, {}};
-    RowCosts draft_{0, {}};
+    RowCosts verify_, draft_;
 };
 
 class TreeBuilder {
@@ -72,7 +70,10 @@ public:
     // one-hot proposals). rng given: sampled generation, children are drawn without replacement
     // from the distribution, and the tree keeps the rows they were drawn from (draft_dists), so
     // that acceptance stays lossless; the rules that keep it so are in tree_builder.cpp.
-    void start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng);
+    // cost (may be null; used when params.size_from_cost): a level is expanded only while the
+    // tokens it can add are worth its drafter pass (see compute_frontier in tree_builder.cpp).
+    void start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng,
+               const PassCostModel *cost = nullptr);
     // The candidates whose children the drafter should produce next (one drafter pass for all of
     // them); empty when the tree is complete (depth budget, node budget or margin reached).
     const std::vector<int32_t> &frontier() const;
@@ -89,6 +90,7 @@ public:
 
 private:
     void compute_frontier();
+    bool level_pays() const;
     void add_children(int32_t parent, const float *probs, double row_sum, int32_t max_children);
     double drafting_seconds(const PassCostModel &cost, int32_t levels) const;
     void finish_greedy(const PassCostModel *cost, std::vector<int32_t> &kept) const;
@@ -97,6 +99,7 @@ private:
     TreeParams params_;
     int32_t vocab_ = 0;
     Rng *rng_ = nullptr;
+    const PassCostModel *level_cost_ = nullptr;  // start()'s cost model when sizing from cost
     std::vector<TreeCandidate> candidates_;
     std::vector<int32_t> frontier_;
     std::vector<int32_t> frontier_children_;  // children each frontier node gets (its top_k,

@@ -60,9 +60,9 @@ struct Built {
 
 // Drives the builder the way the EAGLE drafter does: one pass per level over the frontier.
 Built build(TreeBuilder &b, const TableDrafter &d, const TreeParams &params, Rng *rng,
-            const PassCostModel *cost = nullptr) {
+            const PassCostModel *cost = nullptr, const PassCostModel *level_cost = nullptr) {
     Built out;
-    b.start(params, d.root.data(), d.vocab, rng);
+    b.start(params, d.root.data(), d.vocab, rng, level_cost);
     std::vector<float> probs;
     while (!b.frontier().empty()) {
         probs.clear();
@@ -309,24 +309,28 @@ TEST_CASE("tree builder: the greedy EAGLE-2 tree of a hand-made distribution set
 TEST_CASE("pass cost model: moving averages, interpolation and the prior") {
     PassCostModel m;
     CHECK_FALSE(m.calibrated());
-    CHECK(m.verify_seconds(0) == doctest::Approx(1.0));  // before any measurement: n + 1 rows
-    CHECK(m.verify_seconds(9) == doctest::Approx(10.0));
+    CHECK(m.verify_seconds(0) == doctest::Approx(1.0));  // before any measurement: 1 + 0.1 n
+    CHECK(m.verify_seconds(9) == doctest::Approx(1.9));
     CHECK(m.draft_seconds(4) == 0.0);  // unknown drafting cost: left out
     m.observe_verify(3, 0.8);
     CHECK_FALSE(m.calibrated());
     CHECK(m.verify_seconds(3) == doctest::Approx(0.8));
-    CHECK(m.verify_seconds(1) == doctest::Approx(0.4));  // (1 + 1) * 0.8 / 4 below the measurements
-    CHECK(m.verify_seconds(7) == doctest::Approx(1.6));  // 0.8 + 4 * 0.2 above them
+    CHECK(m.verify_seconds(1) == doctest::Approx(0.8 * 1.1 / 1.3));  // the prior's shape through it
+    CHECK(m.verify_seconds(7) == doctest::Approx(0.8 * 1.7 / 1.3));
     m.observe_verify(7, 1.0);
     CHECK(m.calibrated());
     CHECK(m.verify_seconds(5) == doctest::Approx(0.9));  // interpolated
-    CHECK(m.verify_seconds(9) == doctest::Approx(1.4));  // 1.0 + 2 * 0.2
+    CHECK(m.verify_seconds(9) == doctest::Approx(1.1));  // 1.0 + 2 * 0.05, the slope of the two largest
     m.observe_verify(3, 1.6);  // moving average: 0.8 + 0.25 * (1.6 - 0.8)
     CHECK(m.verify_seconds(3) == doctest::Approx(1.0));
     m.observe_draft(2, 0.01);
     CHECK(m.draft_seconds(2) == doctest::Approx(0.01));
-    CHECK(m.draft_seconds(1) == doctest::Approx(0.005));
-    CHECK(m.draft_seconds(4) == doctest::Approx(0.02));
+    CHECK(m.draft_seconds(1) == doctest::Approx(0.01 * 1.1 / 1.2));  // one count: the prior's shape
+    CHECK(m.draft_seconds(4) == doctest::Approx(0.01 * 1.4 / 1.2));
+    m.observe_draft(4, 0.03);
+    CHECK(m.draft_seconds(3) == doctest::Approx(0.02));   // interpolated
+    CHECK(m.draft_seconds(1) == doctest::Approx(0.0));    // the line of the two, floored at 0
+    CHECK(m.draft_seconds(6) == doctest::Approx(0.05));   // the line of the two largest
 
     for (const Caught &c : {caught([&] { m.observe_verify(-1, 0.1); }), caught([&] { m.verify_seconds(-2); })}) {
         CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
@@ -424,10 +428,19 @@ TEST_CASE("tree builder: the tree size follows the measured pass costs") {
             CHECK(b.tree.parents[size_t(i)] == i - 1);
         }
     }
-    SUBCASE("no calibrated model, or sizing off: the budget decides") {
+    SUBCASE("before calibration the CPU-like prior sizes the tree; without a model or sizing off the budget decides") {
+        // One row count measured (or none): the cost per row is assumed, so a tree that filled
+        // the budget at once would never be timed at another size; the prior keeps the
+        // confident prefix instead, and the budget is used only without a model.
         PassCostModel one_size = draft_costs;
-        one_size.observe_verify(5, 1.0);  // one row count only: not calibrated
-        CHECK(build(d, params, nullptr, &one_size).tree.size() == 24);
+        one_size.observe_verify(5, 1.0);
+        CHECK_FALSE(one_size.calibrated());
+        const Built prior = build(d, params, nullptr, &one_size);
+        CHECK(prior.tree.size() >= 1);
+        CHECK(prior.tree.size() < 24);
+        CHECK(size_t(prior.tree.size()) == best_prefix(full, one_size, drafting));
+        PassCostModel none;
+        CHECK(build(d, params, nullptr, &none).tree.size() < 24);
         CHECK(build(d, params, nullptr, nullptr).tree.size() == 24);
         PassCostModel cpu;
         cpu.observe_verify(0, 0.010);
@@ -732,4 +745,42 @@ TEST_CASE("tree builder: the losslessness test rejects wrong rows and score-base
                                        bushy_params(), nullptr, 54, drop_unlikely);
         CHECK(v.joint.p_value < 1e-12);
     }
+}
+
+TEST_CASE("tree builder: a drafter level is drawn only while the tokens it can add pay for its pass") {
+    const TableDrafter d = confident_drafter(16);
+    TreeParams params;
+    params.max_nodes = 24;
+    params.top_k = 4;
+    params.max_depth = 6;
+    params.prune_margin = 0.f;
+    params.size_from_cost = true;
+    // A CPU-like verification cost: 10 ms for the pending token's row, 7 ms per node.
+    PassCostModel cheap, dear;
+    for (PassCostModel *m : {&cheap, &dear}) {
+        m->observe_verify(0, 0.010);
+        m->observe_verify(32, 0.010 + 32 * 0.007);
+    }
+    for (int32_t rows = 1; rows <= 8; ++rows) {
+        cheap.observe_draft(rows, 0.0001);  // a drafter pass nearly free: every level pays
+        dear.observe_draft(rows, 0.1);      // a drafter pass dearer than the whole verification
+    }
+    TreeBuilder b;
+    const Built all = build(b, d, params, nullptr);  // no level cost: every level up to the depth
+    CHECK(all.passes == params.max_depth - 1);
+    const Built with_cheap = build(b, d, params, nullptr, &cheap, &cheap);
+    CHECK(with_cheap.passes == all.passes);
+    const Built with_dear = build(b, d, params, nullptr, &dear, &dear);
+    INFO("levels drafted with a dear drafter pass: " << with_dear.passes);
+    CHECK(with_dear.passes < all.passes);
+    CHECK(!with_dear.tree.empty());  // the root's children need no drafter level
+    // The tree is still the prefix of the same ranking.
+    for (int32_t i = 0; i < with_dear.tree.size(); ++i) CHECK(with_dear.tree.parents[size_t(i)] < i);
+    // Sizing off: the cost model given to start() is not used for levels either.
+    TreeParams fill = params;
+    fill.size_from_cost = false;
+    CHECK(build(b, d, fill, nullptr, nullptr, &dear).passes == all.passes);
+    // Sampled mode follows the same rule (scores fixed before the children are drawn).
+    Rng r1(3), r2(3);
+    CHECK(build(b, d, params, &r1, &dear, &dear).passes < build(b, d, params, &r2, &cheap, &cheap).passes + 1);
 }
