@@ -266,7 +266,10 @@ void CpuBackend::forward(CpuSequenceState &st, const Pass &pass, int32_t logits_
     const int32_t n = pass.n;
     // Passes over as many nodes, of the same form and with the same logits, do the same work: the
     // pool times them as one kind, to run them inline while that is faster (util/thread_pool.h).
-    const ThreadPool::PassScope timed(*st.pool, (int64_t(n) * 2 + pass.verify) * 4 + int64_t(rows));
+    // Logits rows of the pass: none, the last one, all, or another window (a verification's
+    // first_row).
+    const int32_t logit_rows = !logits || logits_from >= n ? 0 : logits_from == n - 1 ? 1 : logits_from == 0 ? 2 : 3;
+    const ThreadPool::PassScope timed(*st.pool, (int64_t(n) * 2 + pass.verify) * 4 + int64_t(logit_rows));
     for (int l = 0; l < c.num_layers; ++l) {
         const LayerWeights &L = weights_.layers[size_t(l)];
         for (int32_t t = 0; t < n; ++t)
