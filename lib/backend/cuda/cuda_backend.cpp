@@ -64,9 +64,9 @@ CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights,
 CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
                          const CudaBackendOptions &options, std::shared_ptr<const DeviceWeights> head)
     : config_(config), device_(device), options_(options) {
-    require(weights.fc.empty() || (weights.fc.rows == config.hidden_size && weights.fc.cols == 2 * int64_t(config.hidden_size)),
-            SPECLA_ERR_INTERNAL, "drafter fc matrix is ", weights.fc.rows, " x ", weights.fc.cols, ", expected ",
-            config.hidden_size, " x ", 2 * int64_t(config.hidden_size));
+    const int64_t D = config.hidden_size;
+    require(weights.fc.empty() || (weights.fc.rows == D && weights.fc.cols == 2 * D), SPECLA_ERR_INTERNAL,
+            "drafter fc matrix is ", weights.fc.rows, " x ", weights.fc.cols, ", expected ", D, " x ", 2 * D);
     require(!head || !weights.fc.empty(), SPECLA_ERR_INTERNAL, "a shared output head is for drafter models (fc) only");
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
@@ -348,8 +348,8 @@ void CudaBackend::stage_features(CudaSequenceState &st, const float *features_in
             drafter ? "a drafter model's pass needs every row's input feature"
                     : "input features given to a model that is not a drafter (no fc)");
     if (!drafter) return;
-    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "input features of ", n, " rows exceed the state's capacity ",
-            st.capacity);
+    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "input features of ", n,
+            " rows exceed the state's capacity ", st.capacity);
     // The previous pass's copy out of h_features is complete: every pass synchronises its stream
     // before returning. The caller's buffer is read here, synchronously, and not kept.
     std::memcpy(st.h_features, features_in, size_t(n) * size_t(config_.hidden_size) * sizeof(float));

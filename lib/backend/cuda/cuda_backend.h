@@ -26,8 +26,9 @@
 //
 // A drafter model (spec/eagle_drafter.md; create_drafter_backend) is a backend of its own whose
 // weights share the target's embeddings, final norm and output head on the device. Its rows start
-// from x0 = fc @ concat(embedding[token], input feature) instead of the embedding (rows_input()),
-// in blocks (eval_chain, one row included: it has no decoding step) and verification passes.
+// from x0 = fc @ concat(embedding[token], input feature) instead of the embedding
+// (enqueue_rows_input), in blocks (eval_chain, one row included: it has no decoding step) and
+// verification passes.
 #pragma once
 
 #include <cublas_v2.h>
