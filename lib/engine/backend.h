@@ -142,7 +142,8 @@ public:
 
     // A backend of this one's kind and settings for a drafter model (spec/eagle_drafter.md):
     // `own` holds the drafter's own tensors (fc and its layers); the embeddings, final norm and
-    // output head are this model's (copied for now: sharing them is a later optimisation).
+    // output head are this model's (the CPU backend copies them; the CUDA backend shares its
+    // device tensors).
     // Throws SPECLA_ERR_UNSUPPORTED where the backend cannot run drafter models.
     virtual std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const;
     virtual SessionMemory session_memory(const SequenceState &state) const;

@@ -110,9 +110,7 @@ DrafterCheckpoint load_drafter_checkpoint(const std::string &folder, const Model
 
 std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target) {
     DrafterCheckpoint d = load_drafter_checkpoint(folder, target.config());
-    require(target.backend().kind() == SPECLA_BACKEND_CPU, SPECLA_ERR_UNSUPPORTED,
-            "EAGLE drafters run with CPU targets only for now: the target model was loaded with "
-            "SPECLA_BACKEND_CUDA, whose backend does not run drafter models yet");
+    // A backend that cannot run drafter models refuses with SPECLA_ERR_UNSUPPORTED (Backend's default).
     return target.backend().create_drafter_backend(d.config, std::move(d.own));
 }
 

@@ -36,8 +36,8 @@ struct DrafterCheckpoint {
 DrafterCheckpoint load_drafter_checkpoint(const std::string &folder, const ModelConfig &target);
 
 // The drafter model for `target`: its checkpoint on a backend of the target's kind that shares
-// the target's embeddings, final norm and output head (Backend::create_drafter_backend). CPU
-// targets only for now: a CUDA target is refused with SPECLA_ERR_UNSUPPORTED.
+// the target's embeddings, final norm and output head (Backend::create_drafter_backend; CPU and
+// CUDA targets). Throws SPECLA_ERR_UNSUPPORTED where the target's backend runs no drafter models.
 std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target);
 
 }  // namespace specla

@@ -137,10 +137,12 @@ inline void to_bf16(specla::Matrix &m) {
     m.type = specla::WeightType::BF16;
 }
 
-// The weights the GPU actually holds, for the CPU reference: every matrix rounded to bf16.
+// The weights the GPU actually holds, for the CPU reference: every matrix (a drafter's fc too)
+// rounded to bf16.
 inline specla::ModelWeights bf16_rounded(specla::ModelWeights w) {
     to_bf16(w.embeddings);
     to_bf16(w.lm_head);
+    to_bf16(w.fc);
     for (auto &L : w.layers) to_bf16(L.in_proj), to_bf16(L.o_proj), to_bf16(L.gate_up), to_bf16(L.down);
     return w;
 }

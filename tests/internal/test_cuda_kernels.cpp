@@ -674,7 +674,7 @@ TEST_CASE("cuda kernels: norm rows, gated norm rows, SwiGLU rows, embedding gath
     DevBuf<float> dh(size_t(n * D));
     DevBuf<unsigned long long> slot(1);
     CK(cudaMemset(slot.p, 0x7f, 8));
-    CK(kern::launch_embedding(demb.p, dt.p, n, D, dh.p, slot.p, ctx));
+    CK(kern::launch_embedding(demb.p, dt.p, n, D, dh.p, D, slot.p, ctx));
     CK(cudaDeviceSynchronize());
     const auto h = dh.download();
     bool same = true;
@@ -682,6 +682,21 @@ TEST_CASE("cuda kernels: norm rows, gated norm rows, SwiGLU rows, embedding gath
         for (int c = 0; c < D; ++c) same &= h[size_t(t * D + c)] == bf16_to_f32(emb[size_t(toks[static_cast<size_t>(t)] * D + c)]);
     CHECK(same);
     CHECK(slot.download()[0] == 0ull);
+    // Into rows 2D apart (a drafter's [embedding | feature] fc input): the second halves untouched.
+    DevBuf<float> dwide(size_t(n * 2 * D));
+    dwide.poison();
+    CK(kern::launch_embedding(demb.p, dt.p, n, D, dwide.p, 2 * D, nullptr, ctx));
+    CK(cudaDeviceSynchronize());
+    const auto wide = dwide.download();
+    bool strided = true, untouched = true;
+    for (int t = 0; t < n; ++t)
+        for (int c = 0; c < D; ++c) {
+            strided &= wide[size_t(t * 2 * D + c)] == bf16_to_f32(emb[size_t(toks[static_cast<size_t>(t)] * D + c)]);
+            untouched &= std::isnan(wide[size_t(t * 2 * D + D + c)]);
+        }
+    CHECK(strided);
+    CHECK(untouched);
+    CHECK(kern::launch_embedding(demb.p, dt.p, n, D, dwide.p, D - 1, nullptr, ctx) == cudaErrorInvalidValue);
 }
 
 // ---- token selection ------------------------------------------------------------------------------------------

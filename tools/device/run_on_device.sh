@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
-#                                 [verify] [api] [specbench] [verifycheck] [trace] [floor]
-#                                 [experiments] [arch]
+#                                 [verify] [api] [eagle] [specbench] [verifycheck] [trace]
+#                                 [floor] [experiments] [arch]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
 # build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
@@ -10,8 +10,13 @@
 # with a reduced filter. Speculative verification on the GPU:
 #   verify       the internal "cuda verify*" tests (verify.log)
 #   api          the public-API CUDA speculative tests, "cuda:*" (api.log)
-#   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts, both
-#                --backend cuda (specbench.log)
+#   eagle        EAGLE drafter models on the GPU: the internal "cuda eagle*" tests (fixture drafter vs
+#                the CPU drafter and the fixture, the target's features vs the CPU's) and the API
+#                "cuda: EAGLE*" tests (greedy speculative with the drafter equals plain greedy on
+#                gdn_tiny_a and gdn-pycode-22m) (eagle.log)
+#   specbench    bench_verify --shape gdn-1.3b and pycode, bench_generate on the eval prompts
+#                (prompt lookup, then with the trained EAGLE drafter models/gdn-pycode-22m-eagle),
+#                all --backend cuda (specbench.log)
 #   trace        bench_decode --trace: the kernel timeline of the per-op decoding step (trace.log),
 #                from a second build tree configured with -DSPECLA_KERNEL_TRACE=ON (build-cuda-trace,
 #                bench_decode only): the default build's kernels have no trace slots
@@ -153,6 +158,16 @@ if has api; then
     note "== API CUDA speculative tests: rc=$? after $(elapsed) s"
     grep -E "speculative cuda|skipped|differs|ERROR|FAILED|test cases|assertions" "$OUT/api.log" | head -30 >>"$summary"
 fi
+if has eagle; then
+    {
+        timeout "${SPECLA_EAGLE_LIMIT:-180}" "$tests_bin" --no-intro=true -tc="${SPECLA_EAGLE_FILTER:-cuda eagle*}"
+        echo "internal rc=$?"
+        timeout "${SPECLA_EAGLE_LIMIT:-180}" "$api_bin" --no-intro=true -tc="${SPECLA_EAGLE_API_FILTER:-cuda: EAGLE*}"
+        echo "api rc=$?"
+    } >"$OUT/eagle.log" 2>&1
+    note "== EAGLE drafter on CUDA ($(grep -E '^(internal|api) rc=' "$OUT/eagle.log" | tr '\n' ' ')): after $(elapsed) s"
+    grep -E "drafter|features vs|eagle cuda|skipped|ERROR|FAILED|test cases|assertions|rc=" "$OUT/eagle.log" | head -60 >>"$summary"
+fi
 # A GPU the kernels are not built for is refused at model load with a message naming both: a
 # second tree whose kernels are built for sm_100a only, its specla program asked for CUDA here.
 if has arch; then
@@ -180,6 +195,10 @@ if has specbench; then
         timeout 40 "$build/bench/bench_verify" --shape pycode --backend cuda --reps 15
         echo "rc=$?"
         timeout 120 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" --draft-nodes 2,4,8,16
+        echo "rc=$?"
+        # The same with the trained EAGLE drafter (bench_generate --drafter DIR).
+        timeout 120 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
+            --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 2,4,8,16
         echo "rc=$?"
     } >"$OUT/specbench.log" 2>&1
     note "== speculative benchmarks: after $(elapsed) s"

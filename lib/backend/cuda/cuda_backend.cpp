@@ -45,6 +45,7 @@ CudaSequenceState::~CudaSequenceState() {
     if (h_vints) (void)cudaFreeHost(h_vints);
     if (h_desc) (void)cudaFreeHost(h_desc);
     if (h_vkeys) (void)cudaFreeHost(h_vkeys);
+    if (h_features) (void)cudaFreeHost(h_features);
     if (desc_event) (void)cudaEventDestroy(desc_event);
     (void)cudaGetLastError();
 }
@@ -58,10 +59,15 @@ void CudaSequenceState::clear_verify_graphs() {
 
 CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
                          const CudaBackendOptions &options)
+    : CudaBackend(config, weights, device, options, nullptr) {}
+
+CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                         const CudaBackendOptions &options, std::shared_ptr<const DeviceWeights> head)
     : config_(config), device_(device), options_(options) {
-    require(weights.fc.empty(), SPECLA_ERR_UNSUPPORTED,
-            "the CUDA backend does not run drafter models (EAGLE) yet: load the target model with "
-            "SPECLA_BACKEND_CPU to use a learned drafter");
+    const int64_t D = config.hidden_size;
+    require(weights.fc.empty() || (weights.fc.rows == D && weights.fc.cols == 2 * D), SPECLA_ERR_INTERNAL,
+            "drafter fc matrix is ", weights.fc.rows, " x ", weights.fc.cols, ", expected ", D, " x ", 2 * D);
+    require(!head || !weights.fc.empty(), SPECLA_ERR_INTERNAL, "a shared output head is for drafter models (fc) only");
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -86,11 +92,27 @@ CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights,
     // Refuses a device that none of the built architectures runs on (an older GPU, or a newer one
     // without a PTX image to JIT) here rather than at the first launch.
     require_kernel_image(device, prop);
-    weights_ = std::make_unique<DeviceWeights>(config, weights, device);
+    const bool shared_head = head != nullptr;
+    weights_ = std::make_shared<DeviceWeights>(config, weights, device, std::move(head));
     arena_ = std::make_shared<Arena>(make_cuda_block_provider(device), options.arena_block_bytes,
                                      Arena::kDefaultAlignment, options.arena_budget_bytes);
-    log(SPECLA_LOG_INFO, "CUDA backend on device ", device, " (", prop.name, ", ", sm_count_, " SMs): ",
-        weights_->bytes() >> 20, " MiB of weights");
+    log(SPECLA_LOG_INFO, "CUDA ", shared_head ? "drafter " : "", "backend on device ", device, " (", prop.name, ", ",
+        sm_count_, " SMs): ", weights_->bytes() >> 20, " MiB of weights",
+        shared_head ? " (embeddings, final norm and output head shared with the target)" : "");
+}
+
+std::unique_ptr<Backend> CudaBackend::create_drafter_backend(const ModelConfig &config, ModelWeights own) const {
+    require(config.hidden_size == config_.hidden_size && config.vocab_size == config_.vocab_size &&
+                config.tie_word_embeddings == config_.tie_word_embeddings,
+            SPECLA_ERR_INTERNAL, "drafter config does not match the target it shares the output head with");
+    require(!own.fc.empty(), SPECLA_ERR_INTERNAL, "a drafter model without its fc matrix");
+    CudaBackendOptions options = options_;
+#ifdef SPECLA_KERNEL_TRACE
+    options.decode_trace = nullptr;  // the target's decoding-step timeline; a drafter has no such step
+#endif
+    // The head is this backend's device tensors: the drafter's DeviceWeights hold weights_ (shared
+    // ownership), so they stay valid for as long as the drafter lives, even past this backend.
+    return std::unique_ptr<Backend>(new CudaBackend(config, own, device_, options, weights_));
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -176,6 +198,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
         st->sampling.temp_bytes = sampling_temp;
         st->cublas_workspace = cv.take<char>(kCublasWorkspaceBytes);
         st->cublas_workspace_bytes = kCublasWorkspaceBytes;
+        if (is_drafter()) st->row_in = cv.take<float>(Tm * 2 * D);
     };
     Carver sizing;
     layout(sizing);
@@ -188,6 +211,9 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_tokens), Tm * 4, cudaHostAllocDefault), "cudaHostAlloc");
     check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_argmax), 8, cudaHostAllocDefault), "cudaHostAlloc");
     check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_sampled), 4, cudaHostAllocDefault), "cudaHostAlloc");
+    if (is_drafter())
+        check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_features), Tm * D * 4, cudaHostAllocDefault),
+              "cudaHostAlloc(input features)");
     check(cublasCreate(&st->cublas), "cublasCreate");
     check(cublasSetStream(st->cublas, st->stream), "cublasSetStream");
     check(cublasSetWorkspace(st->cublas, st->cublas_workspace, st->cublas_workspace_bytes), "cublasSetWorkspace");
@@ -267,6 +293,9 @@ void CudaBackend::ensure_graph(CudaSequenceState &st) {
 }
 
 void CudaBackend::run_decode(CudaSequenceState &st) {
+    require(!is_drafter(), SPECLA_ERR_UNSUPPORTED,
+            "the CUDA decoding step (decode_and_sample) does not run drafter models: a drafter's rows need "
+            "their input features (eval_chain, verify_tree)");
     // Pending factors of a deferred commit are applied by the step's recurrent phase (either path).
     st.verified = false;
     // The first step runs eagerly (it also resolves lazy per-kernel setup outside any capture);
@@ -313,6 +342,19 @@ int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, cons
     return result;
 }
 
+void CudaBackend::stage_features(CudaSequenceState &st, const float *features_in, int32_t n) {
+    const bool drafter = is_drafter();
+    require(drafter == (features_in != nullptr), SPECLA_ERR_INTERNAL,
+            drafter ? "a drafter model's pass needs every row's input feature"
+                    : "input features given to a model that is not a drafter (no fc)");
+    if (!drafter) return;
+    require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "input features of ", n,
+            " rows exceed the state's capacity ", st.capacity);
+    // The previous pass's copy out of h_features is complete: every pass synchronises its stream
+    // before returning. The caller's buffer is read here, synchronously, and not kept.
+    std::memcpy(st.h_features, features_in, size_t(n) * size_t(config_.hidden_size) * sizeof(float));
+}
+
 void CudaBackend::copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out) {
     // The residual rows after the last layer: the output head reads them through its norm
     // prologue (or a separate norm into xb) and leaves them as they are.
@@ -327,10 +369,12 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     CudaSequenceState &st = cast(state);
     require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
             " tokens exceeds the state's capacity ", st.capacity);
-    require(!features.in, SPECLA_ERR_UNSUPPORTED, "the CUDA backend does not run drafter models (input features) yet");
     DeviceGuard g(device_);
+    stage_features(st, features.in, n);
     const int32_t vocab = config_.vocab_size;
-    if (n == 1) {
+    // One row of a target model: the decoding step (graph replay). A drafter model's rows go
+    // through the block path, one row included (its input rows are not the decoding step's).
+    if (n == 1 && !is_drafter()) {
         st.h_tokens[0] = tokens[0];
         run_decode(st);
         if (rows != LogitsRows::None)

@@ -23,6 +23,12 @@
 // from captured graphs per launch shape. Commit keeps the per-node factors on the device; a
 // deferred commit is applied by the next kernel that loads each state tile (verification, the
 // decoding step's recurrent kernel through a device-side pending count, a recurrent block).
+//
+// A drafter model (spec/eagle_drafter.md; create_drafter_backend) is a backend of its own whose
+// weights share the target's embeddings, final norm and output head on the device. Its rows start
+// from x0 = fc @ concat(embedding[token], input feature) instead of the embedding
+// (enqueue_rows_input), in blocks (eval_chain, one row included: it has no decoding step) and
+// verification passes.
 #pragma once
 
 #include <cublas_v2.h>
@@ -89,6 +95,13 @@ struct CudaSequenceState final : SequenceState {
     void *cublas_workspace = nullptr;
     size_t cublas_workspace_bytes = 0;
     kern::SamplingBuffers sampling;
+
+    // Drafter models only: the fc input rows [capacity][2D] (embedding | input feature; scratch)
+    // and the pinned copy of the caller's input features [capacity][D] that the (possibly
+    // captured) pass copies from. Written by the host only after the stream has passed the
+    // previous pass's copy (every pass ends with a stream synchronisation).
+    float *row_in = nullptr;
+    float *h_features = nullptr;
 
     // Pinned host memory the captured step reads from / writes to.
     int32_t *h_tokens = nullptr;
@@ -161,8 +174,14 @@ public:
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
     void flush_commit(SequenceState &state) override;
     void copy_state(SequenceState &from, SequenceState &to) override;
+    // The drafter's backend on this device with this backend's options: its own fc and layer
+    // uploaded (bf16 matrices), the embeddings, final norm and output head this backend's device
+    // tensors, kept alive by shared ownership (no copy).
+    std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const override;
     SessionMemory session_memory(const SequenceState &state) const override;
     void synchronize(SequenceState &state) override;
+    // A drafter model (weights with fc): rows need input features, there is no decoding step.
+    bool is_drafter() const { return weights_->fc != nullptr; }
 
     // The schedule TreeAlgorithm::Auto picks for a tree (cuda_verify.cpp states the rule).
     TreeAlgorithm auto_algorithm(const int32_t *parents, int32_t n) const;
@@ -192,7 +211,17 @@ public:
     kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
 
 private:
+    // `head`: a drafter model's shared embeddings, final norm and output head (create_drafter_backend).
+    CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
+                const CudaBackendOptions &options, std::shared_ptr<const DeviceWeights> head);
     CudaSequenceState &cast(SequenceState &s) const;
+    // Drafter models: checks that input features come exactly with a drafter model and copies
+    // them (n x D, host) into st.h_features for the pass about to be enqueued.
+    void stage_features(CudaSequenceState &st, const float *features_in, int32_t n);
+    // Enqueue the pass's input rows st.h[0, n) from the tokens in st.d_tokens: the embedding
+    // gather, or for a drafter model fc @ concat(embedding, staged feature). Optionally resets the
+    // argmax slot of the pass's logits epilogue. Its first operation follows a copy (no PDL edge).
+    void enqueue_rows_input(CudaSequenceState &st, int32_t n, unsigned long long *argmax_reset);
     // Enqueue one decoding step (reads the token from st.d_tokens after copying h_tokens[0]).
     void enqueue_decode(CudaSequenceState &st, bool pdl);
     void ensure_graph(CudaSequenceState &st);
@@ -224,7 +253,7 @@ private:
     // keeping only the first 6 or 12 layers: 1.0422 / 1.0427
     // (bench/journal/2026-11-30-recurrent-state-in-l2.md).
     bool keep_state_in_l2_ = false;
-    std::unique_ptr<cuda::DeviceWeights> weights_;
+    std::shared_ptr<cuda::DeviceWeights> weights_;  // shared: a drafter backend holds its head
     std::shared_ptr<Arena> arena_;
 };
 

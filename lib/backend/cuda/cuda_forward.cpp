@@ -9,6 +9,7 @@
 #include "gdn_chunk.cuh"
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
+#include "gemv_multi.cuh"
 #include "norms.cuh"
 #include "swiglu.cuh"
 
@@ -32,7 +33,7 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     first.pdl = false;  // its predecessor is a copy, not a kernel
 
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, 4, cudaMemcpyHostToDevice, st.stream), "copy token");
-    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, 1, D, st.h, st.d_argmax, first), "embedding");
+    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, 1, D, st.h, D, st.d_argmax, first), "embedding");
 #ifdef SPECLA_KERNEL_TRACE
     int kernel_index = 0;  // in the step: trace slots
     auto trace = [&]() {
@@ -105,6 +106,33 @@ void CudaBackend::enqueue_decode(CudaSequenceState &st, bool pdl) {
     check(kern::launch_gemv(lm, ctx), "lm_head");
     check(cudaMemcpyAsync(st.h_argmax, st.d_argmax, 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
 #undef SPECLA_SET_TRACE
+}
+
+void CudaBackend::enqueue_rows_input(CudaSequenceState &st, int32_t n, unsigned long long *argmax_reset) {
+    const int64_t D = config_.hidden_size;
+    const kern::LaunchCtx ctx = launch_ctx(st.stream);
+    kern::LaunchCtx first = ctx;
+    first.pdl = false;  // its predecessor is a copy, not a kernel
+    if (!is_drafter()) {
+        check(kern::launch_embedding(weights_->embeddings, st.d_tokens, n, D, st.h, D, argmax_reset, first), "embedding");
+        return;
+    }
+    // Row t of row_in: [embedding[token_t] | feature_t] (the order the training tool concatenates
+    // in), then x0 = fc @ row into the residual rows. The features come from the pinned copy
+    // stage_features() made, so a captured pass reads each call's values.
+    check(cudaMemcpy2DAsync(st.row_in + D, size_t(2 * D) * 4, st.h_features, size_t(D) * 4, size_t(D) * 4, size_t(n),
+                            cudaMemcpyHostToDevice, st.stream),
+          "cudaMemcpy2DAsync(input features)");
+    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, n, D, st.row_in, 2 * D, argmax_reset, first),
+          "embedding (drafter)");
+    // The multi-row GEMV for any n (one row included): fp32 inputs, each row reduced in the
+    // one-token GEMV's order, so a row's x0 is the same in a block and in a verification pass.
+    kern::GemvMultiParams fc;
+    fc.g.w = weights_->fc, fc.g.rows = D, fc.g.cols = 2 * D;
+    fc.g.pro = kern::GemvPrologue::None, fc.g.x = st.row_in;
+    fc.g.epi = kern::GemvEpilogue::Store, fc.g.out = st.h;
+    fc.n = n, fc.x_ld = 2 * D, fc.out_ld = D;
+    check(kern::launch_gemv_multi(fc, ctx), "fc (drafter input rows)");
 }
 
 // Y[n][rows] (fp32, row-major) = X[n][cols] (bf16) * W[rows][cols]^T + beta * Y.
@@ -211,9 +239,7 @@ void CudaBackend::enqueue_block(CudaSequenceState &st, int32_t n, LogitsRows row
     const InProjLayout lay(c);
     const int64_t D = c.hidden_size, I = c.intermediate_size, VD = c.value_dim(), vocab = c.vocab_size;
     kern::LaunchCtx ctx = launch_ctx(st.stream);
-    kern::LaunchCtx first = ctx;
-    first.pdl = false;
-    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, n, D, st.h, st.d_argmax, first), "embedding");
+    enqueue_rows_input(st, n, st.d_argmax);
     for (int l = 0; l < c.num_layers; ++l) {
         const DeviceLayer &w = weights_->layers[size_t(l)];
         check(kern::launch_rmsnorm_rows(st.h, D, w.attn_norm, n, D, c.norm_eps, st.xb, ctx), "attn norm");

@@ -242,9 +242,7 @@ void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, in
           "copy tree tables");
     check(cudaMemsetAsync(st.vkeys, 0, size_t(n) * 8, st.stream), "reset argmax");
     kern::LaunchCtx ctx = launch_ctx(st.stream);
-    kern::LaunchCtx first = ctx;
-    first.pdl = false;
-    check(kern::launch_embedding(weights_->embeddings, st.d_tokens, n, D, st.h, nullptr, first), "embedding");
+    enqueue_rows_input(st, n, nullptr);
     const TableLayout tab(st.factor_rows, c.conv_size);
 
     for (int l = 0; l < c.num_layers; ++l) {
@@ -309,11 +307,10 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
             " nodes exceed the session's max_tree_nodes capacity ", st.factor_rows);
     require(out.first_row >= 0 && out.first_row < n, SPECLA_ERR_INTERNAL, "verify_tree: first output row ",
             out.first_row, " is outside [0, ", n, ")");
-    require(!out.features.in, SPECLA_ERR_UNSUPPORTED,
-            "the CUDA backend does not run drafter models (input features) yet");
     const int64_t vocab = config_.vocab_size;
     const int32_t first = out.first_row;
     DeviceGuard g(device_);
+    stage_features(st, out.features.in, n);
     st.verified = false;
 
     TreeLaunch tl;

@@ -44,12 +44,21 @@ struct Uploader {
 
 }  // namespace
 
-DeviceWeights::DeviceWeights(const ModelConfig &c, const ModelWeights &w, int device) : device_(device) {
+DeviceWeights::DeviceWeights(const ModelConfig &c, const ModelWeights &w, int device,
+                             std::shared_ptr<const DeviceWeights> head)
+    : head_(std::move(head)), device_(device) {
     DeviceGuard g(device);
     auto run = [&](Uploader &up) {
-        embeddings = up.matrix(w.embeddings);
-        lm_head = w.lm_head.empty() ? embeddings : up.matrix(w.lm_head);
-        final_norm = up.vec(w.final_norm);
+        if (head_) {
+            embeddings = head_->embeddings;
+            lm_head = head_->lm_head;
+            final_norm = head_->final_norm;
+        } else {
+            embeddings = up.matrix(w.embeddings);
+            lm_head = w.lm_head.empty() ? embeddings : up.matrix(w.lm_head);
+            final_norm = up.vec(w.final_norm);
+        }
+        fc = w.fc.empty() ? nullptr : up.matrix(w.fc);
         layers.assign(size_t(c.num_layers), DeviceLayer{});
         for (int l = 0; l < c.num_layers; ++l) {
             const LayerWeights &L = w.layers[size_t(l)];
