@@ -197,8 +197,8 @@ if has specbench; then
         timeout 120 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" --draft-nodes 2,4,8,16
         echo "rc=$?"
         # The same with the trained EAGLE drafter (bench_generate --drafter DIR).
-        timeout 120 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
-            --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 2,4,8,16
+        timeout 150 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
+            --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 8 --eagle-nodes 8,16,32
         echo "rc=$?"
     } >"$OUT/specbench.log" 2>&1
     note "== speculative benchmarks: after $(elapsed) s"
