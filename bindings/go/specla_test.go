@@ -276,3 +276,46 @@ func TestEagleDrafterFolderChecked(t *testing.T) {
 		t.Errorf("default tree options %+v", s)
 	}
 }
+
+// The model's learned drafter sits beside it (models/gdn-pycode-22m-eagle): greedy speculative
+// output with it equals plain greedy output, and some of its drafts are accepted.
+func TestEagleDrafterEqualsPlainGreedy(t *testing.T) {
+	model := loadModel(t)
+	ids, err := model.Tokenize(prompt)
+	if err != nil || len(ids) == 0 {
+		t.Fatalf("Tokenize: %v, %d ids", err, len(ids))
+	}
+	plain, err := model.NewSession(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	greedy := DefaultGenerateOptions()
+	greedy.MaxTokens = maxTokens
+	want, err := plain.Generate(ids, &greedy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drafter, err := model.NewDrafter(&DrafterOptions{Type: DrafterEagle, Path: requireModelDir(t) + "-eagle"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drafter.Close()
+	speculative, err := model.NewSession(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer speculative.Close()
+	options := DefaultSpecOptions()
+	options.Generate = greedy
+	got, stats, err := speculative.GenerateSpeculative(drafter, ids, &options)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("EAGLE speculative %v != plain %v", got, want)
+	}
+	if stats.Accepted == 0 {
+		t.Errorf("the learned drafter had nothing accepted in %d passes", stats.Steps)
+	}
+}

@@ -30,6 +30,7 @@ public sealed class BindingTest {
     test.Run("UTF-8 round trip", test.Utf8RoundTrip);
     test.Run("model disposed before its session", test.ModelDisposedFirst);
     test.Run("speculative equals plain greedy", test.SpeculativeEqualsGreedy);
+    test.Run("the learned drafter equals plain greedy", test.EagleEqualsGreedy);
     if (test.failures.Count > 0) {
       Console.Error.WriteLine("{0} check(s) failed:", test.failures.Count);
       foreach (string f in test.failures) Console.Error.WriteLine("  " + f);
@@ -157,6 +158,38 @@ public sealed class BindingTest {
       using (var textDrafter = new Drafter(model)) {
         string streamed = textSession.GenerateSpeculativeText(textDrafter, Prompt, parameters);
         Check(streamed == text, "GenerateSpeculativeText differs from Detokenize of the tokens");
+      }
+    }
+  }
+
+  // The model's learned drafter sits beside it (models/gdn-pycode-22m-eagle); a folder that is
+  // not a drafter is refused with the library's message.
+  void EagleEqualsGreedy() {
+    using (var eagle = new DrafterParams())
+    using (var model = new Model(modelDir))
+    using (var plain = new Session(model))
+    using (var speculative = new Session(model))
+    using (var greedy = new GenerateParams())
+    using (var parameters = new SpecParams())
+    using (var stats = new SpecStats()) {
+      eagle.Type = DrafterType.Eagle;
+      eagle.SetPath(modelDir + "-eagle");
+      using (var drafter = new Drafter(model, eagle)) {
+        int[] prompt = model.Tokenize(Prompt);
+        greedy.MaxTokens = MaxTokens;
+        int[] expected = plain.Generate(prompt, greedy);
+        parameters.Generate = greedy;
+        int[] got = speculative.GenerateSpeculative(drafter, prompt, parameters, stats);
+        Check(expected.SequenceEqual(got),
+              "EAGLE speculative [" + string.Join(",", got) + "] != plain [" + string.Join(",", expected) + "]");
+        Check(stats.Accepted > 0, "the learned drafter had nothing accepted in " + stats.Steps + " passes");
+      }
+      using (var notADrafter = new DrafterParams()) {
+        notADrafter.Type = DrafterType.Eagle;
+        notADrafter.SetPath(modelDir);
+        SpeclaException e = ExpectFailure(Status.Format, "a model folder as a drafter",
+                                          () => new Drafter(model, notADrafter).Dispose());
+        if (e != null) Check(e.Message.Contains("specla_drafter"), "message does not name the block: " + e.Message);
       }
     }
   }

@@ -4,6 +4,8 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import org.specla.Drafter;
+import org.specla.DrafterParams;
+import org.specla.DrafterType;
 import org.specla.GenerateParams;
 import org.specla.Model;
 import org.specla.ModelInfo;
@@ -44,6 +46,7 @@ public final class BindingTest {
     test.run("UTF-8 round trip", test::utf8RoundTrip);
     test.run("model closed before its session", test::modelClosedFirst);
     test.run("speculative equals plain greedy", test::speculativeEqualsGreedy);
+    test.run("the learned drafter equals plain greedy", test::eagleEqualsGreedy);
     if (!test.failures.isEmpty()) {
       System.err.println(test.failures.size() + " check(s) failed:");
       for (String f : test.failures) System.err.println("  " + f);
@@ -171,6 +174,37 @@ public final class BindingTest {
         String streamed = textSession.generateSpeculativeText(textDrafter, PROMPT, params);
         check(streamed.equals(text), "generateSpeculativeText differs from detokenize of the tokens");
       }
+    }
+  }
+
+  // The model's learned drafter sits beside it (models/gdn-pycode-22m-eagle); a folder that is
+  // not a drafter is refused with the library's message.
+  private void eagleEqualsGreedy() {
+    DrafterParams eagle = new DrafterParams();
+    eagle.setType(DrafterType.EAGLE);
+    eagle.setPath(modelDir + "-eagle");
+    try (Model model = new Model(modelDir);
+        Session plain = new Session(model);
+        Session speculative = new Session(model);
+        Drafter drafter = new Drafter(model, eagle)) {
+      int[] prompt = model.tokenize(PROMPT);
+      GenerateParams greedy = new GenerateParams();
+      greedy.setMaxTokens(MAX_TOKENS);
+      int[] expected = plain.generate(prompt, greedy);
+      SpecParams params = new SpecParams();
+      params.setGenerate(greedy);
+      SpecStats stats = new SpecStats();
+      int[] got = speculative.generateSpeculative(drafter, prompt, params, stats);
+      check(Arrays.equals(expected, got),
+          "EAGLE speculative " + Arrays.toString(got) + " != plain " + Arrays.toString(expected));
+      check(stats.getAccepted() > 0, "the learned drafter had nothing accepted in " + stats.getSteps() + " passes");
+
+      DrafterParams notADrafter = new DrafterParams();
+      notADrafter.setType(DrafterType.EAGLE);
+      notADrafter.setPath(modelDir);
+      SpeclaException e = expectFailure(Status.FORMAT, "a model folder as a drafter",
+          () -> new Drafter(model, notADrafter).close());
+      if (e != null) check(e.getMessage().contains("specla_drafter"), "message does not name the block: " + e.getMessage());
     }
   }
 }
