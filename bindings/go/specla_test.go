@@ -187,13 +187,14 @@ func TestModelClosedBeforeSession(t *testing.T) {
 	}
 }
 
-func TestSpeculativeEqualsPlainGreedy(t *testing.T) {
-	model := loadModel(t)
+// Greedy generation of the test prompt, plain and speculative with a drafter of the given options
+// (nil: prompt lookup); the test fails where a call fails or the two outputs differ.
+func speculativeAgainstPlain(t *testing.T, model *Model, drafterOptions *DrafterOptions) ([]int32, SpecStats, SpecOptions) {
+	t.Helper()
 	ids, err := model.Tokenize(prompt)
 	if err != nil || len(ids) == 0 {
 		t.Fatalf("Tokenize: %v, %d ids", err, len(ids))
 	}
-
 	plain, err := model.NewSession(nil)
 	if err != nil {
 		t.Fatal(err)
@@ -208,13 +209,12 @@ func TestSpeculativeEqualsPlainGreedy(t *testing.T) {
 	if len(want) == 0 {
 		t.Fatal("plain greedy generated nothing")
 	}
-
 	speculative, err := model.NewSession(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer speculative.Close()
-	drafter, err := model.NewDrafter(nil)
+	drafter, err := model.NewDrafter(drafterOptions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +228,12 @@ func TestSpeculativeEqualsPlainGreedy(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("speculative %v != plain %v", got, want)
 	}
+	return got, stats, options
+}
+
+func TestSpeculativeEqualsPlainGreedy(t *testing.T) {
+	model := loadModel(t)
+	got, stats, options := speculativeAgainstPlain(t, model, nil)
 	if stats.Generated != int64(len(got)) || stats.Steps <= 0 || stats.Steps > int64(len(got)) {
 		t.Errorf("stats %+v for %d tokens", stats, len(got))
 	}
@@ -281,40 +287,7 @@ func TestEagleDrafterFolderChecked(t *testing.T) {
 // output with it equals plain greedy output, and some of its drafts are accepted.
 func TestEagleDrafterEqualsPlainGreedy(t *testing.T) {
 	model := loadModel(t)
-	ids, err := model.Tokenize(prompt)
-	if err != nil || len(ids) == 0 {
-		t.Fatalf("Tokenize: %v, %d ids", err, len(ids))
-	}
-	plain, err := model.NewSession(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	greedy := DefaultGenerateOptions()
-	greedy.MaxTokens = maxTokens
-	want, err := plain.Generate(ids, &greedy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	drafter, err := model.NewDrafter(&DrafterOptions{Type: DrafterEagle, Path: requireModelDir(t) + "-eagle"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drafter.Close()
-	speculative, err := model.NewSession(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer speculative.Close()
-	options := DefaultSpecOptions()
-	options.Generate = greedy
-	got, stats, err := speculative.GenerateSpeculative(drafter, ids, &options)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("EAGLE speculative %v != plain %v", got, want)
-	}
+	_, stats, _ := speculativeAgainstPlain(t, model, &DrafterOptions{Type: DrafterEagle, Path: requireModelDir(t) + "-eagle"})
 	if stats.Accepted == 0 {
 		t.Errorf("the learned drafter had nothing accepted in %d passes", stats.Steps)
 	}

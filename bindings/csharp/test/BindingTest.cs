@@ -129,26 +129,34 @@ public sealed class BindingTest {
     session.Dispose();
   }
 
+  // Greedy generation of the test prompt, plain and speculative with the drafter (parameters
+  // and stats filled); checks that the two outputs are equal and returns the speculative one.
+  int[] SpeculativeAgainstPlain(Model model, Drafter drafter, SpecParams parameters, SpecStats stats) {
+    int[] prompt = model.Tokenize(Prompt);
+    Check(prompt.Length > 0, "empty prompt ids");
+    int[] expected;
+    using (var greedy = new GenerateParams())
+    using (var plain = new Session(model)) {
+      greedy.MaxTokens = MaxTokens;
+      expected = plain.Generate(prompt, greedy);
+      parameters.Generate = greedy;
+    }
+    Check(expected.Length > 0, "plain greedy generated nothing");
+    int[] got;
+    using (var speculative = new Session(model)) {
+      got = speculative.GenerateSpeculative(drafter, prompt, parameters, stats);
+    }
+    Check(expected.SequenceEqual(got),
+          "speculative [" + string.Join(",", got) + "] != plain [" + string.Join(",", expected) + "]");
+    return got;
+  }
+
   void SpeculativeEqualsGreedy() {
     using (var model = new Model(modelDir))
-    using (var plain = new Session(model))
-    using (var speculative = new Session(model))
     using (var drafter = new Drafter(model))
-    using (var greedy = new GenerateParams())
     using (var parameters = new SpecParams())
     using (var stats = new SpecStats()) {
-      int[] prompt = model.Tokenize(Prompt);
-      Check(prompt.Length > 0, "empty prompt ids");
-
-      greedy.MaxTokens = MaxTokens;
-      int[] expected = plain.Generate(prompt, greedy);
-
-      parameters.Generate = greedy;
-      int[] got = speculative.GenerateSpeculative(drafter, prompt, parameters, stats);
-
-      Check(expected.Length > 0, "plain greedy generated nothing");
-      Check(expected.SequenceEqual(got),
-            "speculative [" + string.Join(",", got) + "] != plain [" + string.Join(",", expected) + "]");
+      int[] got = SpeculativeAgainstPlain(model, drafter, parameters, stats);
       Check(stats.Generated == got.Length, "stats.Generated " + stats.Generated + " != " + got.Length);
       Check(stats.Steps > 0 && stats.Steps <= got.Length, "stats.Steps " + stats.Steps);
 
@@ -167,21 +175,12 @@ public sealed class BindingTest {
   void EagleEqualsGreedy() {
     using (var eagle = new DrafterParams())
     using (var model = new Model(modelDir))
-    using (var plain = new Session(model))
-    using (var speculative = new Session(model))
-    using (var greedy = new GenerateParams())
     using (var parameters = new SpecParams())
     using (var stats = new SpecStats()) {
       eagle.Type = DrafterType.Eagle;
       eagle.SetPath(modelDir + "-eagle");
       using (var drafter = new Drafter(model, eagle)) {
-        int[] prompt = model.Tokenize(Prompt);
-        greedy.MaxTokens = MaxTokens;
-        int[] expected = plain.Generate(prompt, greedy);
-        parameters.Generate = greedy;
-        int[] got = speculative.GenerateSpeculative(drafter, prompt, parameters, stats);
-        Check(expected.SequenceEqual(got),
-              "EAGLE speculative [" + string.Join(",", got) + "] != plain [" + string.Join(",", expected) + "]");
+        SpeculativeAgainstPlain(model, drafter, parameters, stats);
         Check(stats.Accepted > 0, "the learned drafter had nothing accepted in " + stats.Steps + " passes");
       }
       using (var notADrafter = new DrafterParams()) {

@@ -143,26 +143,34 @@ public final class BindingTest {
     session.close();
   }
 
+  // Greedy generation of the test prompt, plain and speculative with the drafter (params and
+  // stats filled); checks that the two outputs are equal and returns the speculative one.
+  private int[] speculativeAgainstPlain(Model model, Drafter drafter, SpecParams params, SpecStats stats) {
+    int[] prompt = model.tokenize(PROMPT);
+    check(prompt.length > 0, "empty prompt ids");
+    GenerateParams greedy = new GenerateParams();
+    greedy.setMaxTokens(MAX_TOKENS);
+    int[] expected;
+    try (Session plain = new Session(model)) {
+      expected = plain.generate(prompt, greedy);
+    }
+    check(expected.length > 0, "plain greedy generated nothing");
+    params.setGenerate(greedy);
+    int[] got;
+    try (Session speculative = new Session(model)) {
+      got = speculative.generateSpeculative(drafter, prompt, params, stats);
+    }
+    check(Arrays.equals(expected, got),
+        "speculative " + Arrays.toString(got) + " != plain " + Arrays.toString(expected));
+    return got;
+  }
+
   private void speculativeEqualsGreedy() {
     try (Model model = new Model(modelDir);
-        Session plain = new Session(model);
-        Session speculative = new Session(model);
         Drafter drafter = new Drafter(model)) {
-      int[] prompt = model.tokenize(PROMPT);
-      check(prompt.length > 0, "empty prompt ids");
-
-      GenerateParams greedy = new GenerateParams();
-      greedy.setMaxTokens(MAX_TOKENS);
-      int[] expected = plain.generate(prompt, greedy);
-
       SpecParams params = new SpecParams();
-      params.setGenerate(greedy);
       SpecStats stats = new SpecStats();
-      int[] got = speculative.generateSpeculative(drafter, prompt, params, stats);
-
-      check(expected.length > 0, "plain greedy generated nothing");
-      check(Arrays.equals(expected, got),
-          "speculative " + Arrays.toString(got) + " != plain " + Arrays.toString(expected));
+      int[] got = speculativeAgainstPlain(model, drafter, params, stats);
       check(stats.getGenerated() == got.length, "stats.generated " + stats.getGenerated() + " != " + got.length);
       check(stats.getSteps() > 0 && stats.getSteps() <= got.length, "stats.steps " + stats.getSteps());
 
@@ -184,19 +192,9 @@ public final class BindingTest {
     eagle.setType(DrafterType.EAGLE);
     eagle.setPath(modelDir + "-eagle");
     try (Model model = new Model(modelDir);
-        Session plain = new Session(model);
-        Session speculative = new Session(model);
         Drafter drafter = new Drafter(model, eagle)) {
-      int[] prompt = model.tokenize(PROMPT);
-      GenerateParams greedy = new GenerateParams();
-      greedy.setMaxTokens(MAX_TOKENS);
-      int[] expected = plain.generate(prompt, greedy);
-      SpecParams params = new SpecParams();
-      params.setGenerate(greedy);
       SpecStats stats = new SpecStats();
-      int[] got = speculative.generateSpeculative(drafter, prompt, params, stats);
-      check(Arrays.equals(expected, got),
-          "EAGLE speculative " + Arrays.toString(got) + " != plain " + Arrays.toString(expected));
+      speculativeAgainstPlain(model, drafter, new SpecParams(), stats);
       check(stats.getAccepted() > 0, "the learned drafter had nothing accepted in " + stats.getSteps() + " passes");
 
       DrafterParams notADrafter = new DrafterParams();
