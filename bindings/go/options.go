@@ -52,7 +52,6 @@ func (o *ModelOptions) toNative() native.ModelParams {
 type SessionOptions struct {
 	MaxTreeNodes   int32 // largest draft tree a session verifies
 	MaxBatchTokens int32 // largest block of tokens evaluated in one pass
-	DeferredCommit bool  // apply accepted factors inside the next verification pass
 }
 
 // DefaultSessionOptions returns the library's defaults.
@@ -62,7 +61,6 @@ func DefaultSessionOptions() SessionOptions {
 	return SessionOptions{
 		MaxTreeNodes:   int32(p.GetMaxTreeNodes()),
 		MaxBatchTokens: int32(p.GetMaxBatchTokens()),
-		DeferredCommit: p.GetDeferredCommit(),
 	}
 }
 
@@ -71,7 +69,6 @@ func (o *SessionOptions) toNative() native.SessionParams {
 	if o != nil {
 		p.SetMaxTreeNodes(int(o.MaxTreeNodes))
 		p.SetMaxBatchTokens(int(o.MaxBatchTokens))
-		p.SetDeferredCommit(o.DeferredCommit)
 	}
 	return p
 }

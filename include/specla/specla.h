@@ -249,9 +249,9 @@ typedef struct specla_session_params {
                                  the factor buffers reserved at creation (default 64) */
     int32_t max_batch_tokens; /* largest block of tokens evaluated in one pass; longer prompts are
                                  split internally (default 512) */
-    bool deferred_commit;     /* keep accepted factors pending and apply them inside the next
-                                 verification pass (default true) */
-} specla_session_params;
+} specla_session_params;  /* whether accepted factors are applied inside the next pass is a
+                             parameter of each speculative call (specla_spec_params,
+                             specla_session_verify_tree) */
 
 SPECLA_API specla_session_params specla_session_default_params(void);
 

@@ -19,7 +19,6 @@ SPECLA_API specla_session_params specla_session_default_params(void) {
     specla_session_params p{};
     p.max_tree_nodes = 64;
     p.max_batch_tokens = 512;
-    p.deferred_commit = true;
     return p;
 }
 

@@ -123,7 +123,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     specla_session_params sp = specla_session_default_params();
     sp.max_tree_nodes = fdp.ConsumeIntegralInRange<int32_t>(0, 40);
-    sp.deferred_commit = fdp.ConsumeBool();
     specla_session *session = nullptr;
     const specla_status created = specla_session_create(model, sp, &session);
     if (created != SPECLA_OK) {
