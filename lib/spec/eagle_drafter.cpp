@@ -7,6 +7,7 @@
 #include "generate/sampler.h"
 #include "model/drafter_checkpoint.h"
 #include "util/error.h"
+#include "util/seconds_since.h"
 
 namespace specla {
 namespace {
@@ -16,10 +17,6 @@ namespace {
 // tree capacity when a tree needs more (ensure_tree_rows).
 constexpr int32_t kCatchUpBlock = 64;
 constexpr int32_t kInitialTreeRows = 64;
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 }  // namespace
 

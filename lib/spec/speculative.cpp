@@ -7,6 +7,7 @@
 #include "generate/rng.h"
 #include "spec/accept.h"
 #include "util/error.h"
+#include "util/seconds_since.h"
 
 namespace specla {
 namespace {
@@ -122,8 +123,7 @@ std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, co
             const auto t0 = std::chrono::steady_clock::now();
             step_verify_accept(session, tree, g.sampling, rng, opts.algorithm, false, root, node_logits, node_choice,
                                acc, features ? &feature_rows : nullptr);
-            drafter.observe_verify_pass(tree.size(),
-                                        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            drafter.observe_verify_pass(tree.size(), seconds_since(t0));
             for (int32_t node : acc.path) emit.push_back(tree.tokens[size_t(node)]);
             emit.push_back(acc.bonus);
         }
