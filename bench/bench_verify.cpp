@@ -24,7 +24,7 @@
 
 #include "bench_json.h"
 #include "engine/backend.h"
-#include "model/model.h"
+#include "engine/model.h"
 #include "model/weights.h"
 #ifdef SPECLA_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"

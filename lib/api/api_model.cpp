@@ -3,7 +3,7 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
-#include "model/model.h"
+#include "engine/model.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace specla;

@@ -108,10 +108,4 @@ DrafterCheckpoint load_drafter_checkpoint(const std::string &folder, const Model
     return d;
 }
 
-std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target) {
-    DrafterCheckpoint d = load_drafter_checkpoint(folder, target.config());
-    // A backend that cannot run drafter models refuses with SPECLA_ERR_UNSUPPORTED (Backend's default).
-    return target.backend().create_drafter_backend(d.config, std::move(d.own));
-}
-
 }  // namespace specla

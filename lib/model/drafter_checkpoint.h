@@ -3,12 +3,9 @@
 // layer's tensors), validated against the target model it drafts for.
 #pragma once
 
-#include <memory>
 #include <string>
 
-#include "engine/backend.h"
 #include "model/config.h"
-#include "model/model.h"
 #include "model/weights.h"
 
 namespace specla {
@@ -34,10 +31,5 @@ struct DrafterCheckpoint {
 // SPECLA_ERR_SHAPE (hidden size, vocabulary or layer count of the target differ; a missing tensor
 // or one of the wrong shape).
 DrafterCheckpoint load_drafter_checkpoint(const std::string &folder, const ModelConfig &target);
-
-// The drafter model for `target`: its checkpoint on a backend of the target's kind that shares
-// the target's embeddings, final norm and output head (Backend::create_drafter_backend; CPU and
-// CUDA targets). Throws SPECLA_ERR_UNSUPPORTED where the target's backend runs no drafter models.
-std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target);
 
 }  // namespace specla

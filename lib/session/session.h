@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/model.h"
 #include "memory/host_alloc.h"
-#include "model/model.h"
 #include "spec/draft_tree.h"
 
 namespace specla {

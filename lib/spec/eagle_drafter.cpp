@@ -5,7 +5,6 @@
 #include <cstring>
 
 #include "generate/sampler.h"
-#include "model/drafter_checkpoint.h"
 #include "util/error.h"
 #include "util/seconds_since.h"
 

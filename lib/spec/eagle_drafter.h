@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "model/model.h"
+#include "engine/model.h"
 #include "spec/drafter.h"
 #include "spec/tree_builder.h"
 

@@ -15,7 +15,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "model/model.h"
+#include "engine/model.h"
 #include "session/session.h"
 #include "tokenizer/tokenizer.h"
 

@@ -6,8 +6,8 @@
 #include <doctest/doctest.h>
 
 #include "engine/backend.h"
+#include "engine/model.h"
 #include "model/drafter_checkpoint.h"
-#include "model/model.h"
 #include "session/session.h"
 #include "support/fixture.h"
 

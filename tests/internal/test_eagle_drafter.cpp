@@ -6,8 +6,8 @@
 
 #include <random>
 
+#include "engine/model.h"
 #include "generate/generate.h"
-#include "model/model.h"
 #include "session/session.h"
 #include "spec/eagle_drafter.h"
 #include "spec/speculative.h"

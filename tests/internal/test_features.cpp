@@ -10,7 +10,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "engine/backend.h"
-#include "model/model.h"
+#include "engine/model.h"
 #include "session/session.h"
 #include "support/fixture.h"
 #include "support/random_trees.h"

@@ -9,9 +9,9 @@
 #include <cmath>
 #include <cstdio>
 
+#include "engine/model.h"
 #include "generate/rng.h"
 #include "generate/sampler.h"
-#include "model/model.h"
 #include "session/session.h"
 #include "spec/eagle_drafter.h"
 #include "spec/speculative.h"

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "engine/backend.h"
-#include "model/model.h"
+#include "engine/model.h"
 #include "model/weights.h"
 #include "session/session.h"
 #include "spec/draft_tree.h"

@@ -21,7 +21,7 @@ struct CpuBackend::Pass {
     const int32_t *parents = nullptr;  // null: chain
     bool verify = false;
     TreeAlgorithm algorithm = TreeAlgorithm::Hybrid;
-    cpu::TreePlan plan;                // verify + hybrid
+    TreePlan plan;                // verify + hybrid
     int32_t parent(int32_t t) const { return parents ? parents[t] : t - 1; }
 };
 
@@ -336,7 +336,7 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.algorithm = algorithm == TreeAlgorithm::ParallelWY ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
     require(out.first_row >= 0 && out.first_row < n, SPECLA_ERR_INTERNAL, "verify_tree: first output row ",
             out.first_row, " is outside [0, ", n, ")");
-    if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = cpu::TreePlan::build(parents, n);
+    if (pass.algorithm == TreeAlgorithm::Hybrid) pass.plan = TreePlan::build(parents, n);
     embed(st, tokens, n, out.features.in);
     const size_t vocab = size_t(config_.vocab_size);
     const int32_t first = out.first_row, m = n - first;

@@ -8,22 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/tree_plan.h"
+
 namespace specla {
 namespace cpu {
-
-// Heavy-light decomposition of a tree given by parents (topological, -1 = root's children).
-struct TreePlan {
-    struct Chain {
-        int32_t start_parent;          // -1: starts from the committed state
-        std::vector<int32_t> nodes;    // consecutive path, each the heavy child of the previous
-    };
-    std::vector<Chain> chains;         // ordered so every chain's start parent is computed before it
-    std::vector<int32_t> snapshot_slot;  // per node: slot of its materialised state, or -1
-    int32_t n_snapshots = 0;
-    std::vector<int32_t> waves;        // per chain: number of light edges above it (parallel wave)
-
-    static TreePlan build(const int32_t *parents, int32_t n);
-};
 
 // Per-node inputs of one value head.
 struct HeadInputs {

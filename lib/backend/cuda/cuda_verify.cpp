@@ -18,8 +18,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/cpu/cpu_tree.h"
 #include "backend/cuda/cuda_backend.h"
+#include "engine/tree_plan.h"
 #include "embedding.cuh"
 #include "gdn_verify.cuh"
 #include "gemv_multi.cuh"
@@ -123,7 +123,7 @@ TreeAlgorithm CudaBackend::auto_algorithm(const int32_t *parents, int32_t n) con
     // nodes, 1.23-1.55 vs 1.51 ms): every wave is one more launch per layer, while WY is one launch
     // whatever the shape. Hybrid is also the bitwise-exact schedule, so Auto takes it up to
     // kAutoMaxHybridWaves waves and WY only for trees branching deeper than that.
-    const cpu::TreePlan plan = cpu::TreePlan::build(parents, n);
+    const TreePlan plan = TreePlan::build(parents, n);
     int32_t waves = 0;
     for (int32_t w : plan.waves) waves = std::max(waves, w + 1);
     return waves > kAutoMaxHybridWaves ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
@@ -167,14 +167,14 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
     tl.n_pairs = pairs;
     tl.wy = algorithm == TreeAlgorithm::ParallelWY && kern::tree_wy_smem_bytes(n, pairs, c.head_k_dim) > 0;
     // Heavy-light chains grouped by wave.
-    const cpu::TreePlan plan = cpu::TreePlan::build(parents, n);
+    const TreePlan plan = TreePlan::build(parents, n);
     std::vector<int32_t> order(plan.chains.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
     std::stable_sort(order.begin(), order.end(),
                      [&](int32_t a, int32_t b) { return plan.waves[size_t(a)] < plan.waves[size_t(b)]; });
     int32_t pos = 0, ci = 0;
     for (int32_t idx : order) {
-        const cpu::TreePlan::Chain &ch = plan.chains[size_t(idx)];
+        const TreePlan::Chain &ch = plan.chains[size_t(idx)];
         const int32_t wave = plan.waves[size_t(idx)];
         if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0}), tl.wave_max_len.push_back(0);
         tl.waves[size_t(wave)].second += 1;

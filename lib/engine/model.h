@@ -34,4 +34,10 @@ private:
     std::unique_ptr<Backend> backend_;
 };
 
+// The drafter model of a drafter folder (model/drafter_checkpoint.h states its checks) for `target`:
+// on a backend of the target's kind that shares the target's embeddings, final norm and output head
+// (Backend::create_drafter_backend; CPU and CUDA targets). Throws SPECLA_ERR_UNSUPPORTED where the
+// target's backend runs no drafter models.
+std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target);
+
 }  // namespace specla

@@ -1,6 +1,7 @@
-#include "model/model.h"
+#include "engine/model.h"
 
 #include "model/checkpoint.h"
+#include "model/drafter_checkpoint.h"
 #include "util/error.h"
 #include "util/log.h"
 
@@ -33,6 +34,12 @@ std::shared_ptr<Model> Model::load(const std::string &folder, const ModelOptions
     ModelWeights weights = load_weights(*ck, options.progress);
     ck.reset();  // unmap the files: everything needed was converted
     return from_weights(config, std::move(weights), options);
+}
+
+std::unique_ptr<Backend> load_drafter_model(const std::string &folder, const Model &target) {
+    DrafterCheckpoint d = load_drafter_checkpoint(folder, target.config());
+    // A backend that cannot run drafter models refuses with SPECLA_ERR_UNSUPPORTED (Backend's default).
+    return target.backend().create_drafter_backend(d.config, std::move(d.own));
 }
 
 }  // namespace specla
