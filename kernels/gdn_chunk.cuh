@@ -1,5 +1,5 @@
-// The chunk (WY) form of the Gated DeltaNet recurrence for a block of tokens (gdn-math.md, "The
-// same recurrence over a block of tokens"), chunks of kChunk tokens. The work is matrix products:
+// The chunk (WY) form of the Gated DeltaNet recurrence for a block of tokens (derived in
+// lib/backend/cpu/gdn_math.md, section 3), chunks of kChunk tokens. The work is matrix products:
 //   per key head and chunk (cuBLAS strided-batched, TF32 tensor cores, host side):
 //       G = K K^T and QK = Q K^T;
 //   chunk_prep (here): gam = within-chunk cumsum of g, A = strict_lower(beta_i G_ij e^{gam_i-gam_j}),

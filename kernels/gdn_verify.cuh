@@ -1,4 +1,4 @@
-// Speculative verification and commit on the device (see docs/speculative.md):
+// Speculative verification and commit on the device (the method: lib/engine/tree_recurrence.md):
 //   * the token-mixer front end of a draft tree: short conv whose window follows each node's own
 //     path (ancestors, then the committed conv cache), SiLU, the gates; pre-conv inputs and log
 //     decays go straight into the factor rows;
@@ -12,9 +12,10 @@
 //   * commit without replay: the pending factors of an accepted path applied to the state (all
 //     layers in one launch), and the conv caches rebuilt from the path's pre-conv inputs.
 // Pending factors of a deferred commit are applied by the first kernel that loads a state tile
-// (the verification kernels here, the decoding step's recurrent kernel), see PendingFactors in
-// gdn_tile.cuh. The hybrid chains use gdn_tile_token with the decoding step's tile shape, so each
-// node's outputs and residuals are bitwise those of plain decoding of its path.
+// (the verification kernels here, the decoding step's recurrent kernel): PendingFactors in
+// launch_common.cuh, applied by gdn_tile_apply_pending in gdn_tile.cuh. The hybrid chains use
+// gdn_tile_token with the decoding step's tile shape, so each node's outputs and residuals are
+// bitwise those of plain decoding of its path.
 // CPU reference: CpuBackend::verify_tree / commit_path (backend/cpu/cpu_backend.cpp) and
 // cpu::tree_recurrence_hybrid / tree_recurrence_wy (backend/cpu/cpu_tree.h).
 #pragma once

@@ -16,7 +16,7 @@ namespace specla {
 
 enum class LogitsRows { None, Last, All };
 
-// How a draft tree's recurrence is evaluated (see docs/speculative.md): heavy-light chains with
+// How a draft tree's recurrence is evaluated (engine/tree_recurrence.md): heavy-light chains with
 // the state resident inside each chain and only branch-point states materialised, or the
 // parallel tree-masked WY (chunk) form. Auto lets the backend pick per tree shape.
 enum class TreeAlgorithm { Auto, Hybrid, ParallelWY };

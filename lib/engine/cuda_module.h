@@ -20,7 +20,7 @@
 //
 // The module has no logger of its own: its specla::log_enabled/log_message forward to the
 // library's sink (util/log.cpp, the callback installed with specla_set_log_callback), handed over
-// in specla_cuda_host_v1 by attach() before any other call.
+// in a CudaModuleHost by attach() before any other call.
 #pragma once
 
 #include <cstddef>

@@ -3,7 +3,8 @@
 //
 //   in_proj  rows: [ q (H*K) | k (H*K) | v (HV*V) | g (HV*V, use_gate only) | a (HV) | b (HV) ]
 //   gate_up  rows: [ gate (I) | up (I) ]
-//   conv     [q|k|v channels][W] (tap j multiplies the input j-(W-1) steps back... see gdn-math)
+//   conv     [q|k|v channels][W] (tap j multiplies the input W-1-j steps back; gdn_math.md in
+//            backend/cpu/ states the whole layer)
 //
 // Matrices keep the checkpoint's precision when it costs nothing: BF16 files stay BF16 (bf16 ->
 // fp32 is exact, so the results equal an fp32 copy while reading half the bytes); F32 stays F32;

@@ -1,4 +1,5 @@
-"""The fla `gated_deltanet` config.json fields that change the math (../shared/docs/gdn-math.md)."""
+"""The fla `gated_deltanet` config.json fields that change the math (lib/backend/cpu/gdn_math.md,
+section 1)."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""The gated delta rule of gdn-math.md, token by token and in the chunk (WY) form.
+"""The gated delta rule of lib/backend/cpu/gdn_math.md, token by token and in the chunk (WY) form.
 
 Layout here: q, k [B, T, HV, K] (already normalised, scaled and expanded to value heads), v
 [B, T, HV, V], g (log decay) and beta [B, T, HV], state S [B, HV, K, V] (fla's fixtures store it
@@ -14,7 +14,7 @@ import torch
 def recurrent_step(
     S: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, g: torch.Tensor, beta: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One token ([B, HV, *] inputs): returns (o [B, HV, V], new S), in gdn-math's exact order."""
+    """One token ([B, HV, *] inputs): returns (o [B, HV, V], new S), in gdn_math.md's order."""
     S = torch.exp(g)[..., None, None] * S
     u = beta[..., None] * (v - torch.einsum("bhkv,bhk->bhv", S, k))
     S = S + k[..., :, None] * u[..., None, :]
@@ -81,8 +81,9 @@ def chunked(
     beta: torch.Tensor,
     chunk: int = 64,
 ) -> tuple[torch.Tensor, torch.Tensor, ChainMemory]:
-    """The chunk / WY form of gdn-math.md (mathematically the token loop). The intra-chunk work
-    is batched over all chunks; only the state hand-over loops. Returns (o, final S, memory)."""
+    """The chunk / WY form of gdn_math.md, section 3 (mathematically the token loop). The
+    intra-chunk work is batched over all chunks; only the state hand-over loops. Returns (o,
+    final S, memory)."""
     length = q.shape[1]
     qc, kc, vc = (_to_chunks(x, chunk) for x in (q, k, v))
     gc, bc = _to_chunks(g, chunk), _to_chunks(beta, chunk)  # padding: g = 0, beta = 0: no-ops

@@ -1,6 +1,6 @@
-"""One Gated DeltaNet decoder block (fla `gated_deltanet`, gdn-math.md), split into the pieces that
-the target (whole sequences), the drafter's training (unrolled branches) and the fixture writer
-(token by token) combine differently. Parameter names follow fla, so that
+"""One Gated DeltaNet decoder block (fla `gated_deltanet`, lib/backend/cpu/gdn_math.md), split
+into the pieces that the target (whole sequences), the drafter's training (unrolled branches) and
+the fixture writer (token by token) combine differently. Parameter names follow fla, so that
 `state_dict()` keys are the checkpoint's `model.layers.{i}.` names without the prefix."""
 from __future__ import annotations
 

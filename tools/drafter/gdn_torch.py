@@ -1,9 +1,10 @@
-"""The target: a fla `gated_deltanet` causal LM in pure PyTorch (gdn-math.md), loaded from a model
-folder (config.json + model.safetensors, F32/BF16/F16, tied embeddings supported).
+"""The target: a fla `gated_deltanet` causal LM in pure PyTorch (lib/backend/cpu/gdn_math.md),
+loaded from a model folder (config.json + model.safetensors, F32/BF16/F16, tied embeddings
+supported).
 
 `forward` returns per-position features (the last block's output before the final norm: what the
 drafter reads) and logits. The chunk form is the default (fast on a GPU); the recurrent form is the
-token loop of gdn-math.md, the reference the tests hold the chunk form to."""
+token loop of gdn_math.md, the reference the tests hold the chunk form to."""
 from __future__ import annotations
 
 from dataclasses import dataclass

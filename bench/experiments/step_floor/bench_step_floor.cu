@@ -1,7 +1,7 @@
 // What the structure of a GDN-1.3B decoding step allows on this GPU, apart from the engine: how fast
 // its weights stream, what its chain of kernels costs with no work in them, and how fast a
 // persistent kernel with a decoupled weight stream runs the step's dependencies. These are the
-// floors that P1 (targets.md) is measured against; bench_decode measures the engine itself.
+// floors that P1 (bench/RESULTS.md) is measured against; bench_decode measures the engine itself.
 //
 //   bench_step_floor [--steps N] [--repeats N] [--checks N]
 //

@@ -10,7 +10,7 @@
 
 namespace step_floor {
 
-// ---- the GDN-1.3B shape (../docs/targets.md) ----------------------------------------------------
+// ---- the GDN-1.3B shape (as bench/bench_decode.cpp builds it; target P1 in bench/RESULTS.md) ----
 constexpr int kD = 2048, kLayers = 24, kHeads = 8, kDk = 256, kDv = 256, kI = 5632, kVocab = 32000;
 constexpr int kVD = kHeads * kDv;               // value width, o_proj's input
 constexpr int kR = 4 * kD + 2 * kHeads;         // in_proj rows: q, k, v, z, beta, decay

@@ -1,5 +1,6 @@
-// The Gated DeltaNet token mixer on the CPU, in the exact order of gdn-math.md. These are the
-// reference arithmetic for the recurrent step that the CUDA kernels are tested against.
+// The Gated DeltaNet token mixer on the CPU, in the exact order of gdn_math.md (beside this file,
+// section 2). These are the reference arithmetic for the recurrent step that the CUDA kernels are
+// tested against.
 #pragma once
 
 #include <cstdint>

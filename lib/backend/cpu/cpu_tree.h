@@ -1,7 +1,7 @@
 // Recurrence of one value head over a draft tree on the CPU, by the two exact schedules of
-// docs/speculative.md. Both read the committed state S and never write it; both produce, for
-// every node, the head output o (after the node's own path) and the delta residual u (the
-// commit factor).
+// lib/engine/tree_recurrence.md (sections 2 and 3). Both read the committed state S and never
+// write it; both produce, for every node, the head output o (after the node's own path) and the
+// delta residual u (the commit factor).
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // Speculative verification and commit on the CUDA backend (see kernels/gdn_verify.cuh for the
-// device side and docs/speculative.md for the method).
+// device side and lib/engine/tree_recurrence.md for the method).
 //
 // A verification pass over the n nodes of a draft tree runs every projection as a multi-row GEMV
 // (kernels/gemv_multi.cuh): fp32 activations, each node's reductions in exactly the order of the
