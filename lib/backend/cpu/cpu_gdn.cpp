@@ -43,12 +43,18 @@ SPECLA_CPU_KERNEL void gdn_step(float *S, int K, int V, const float *q, const fl
 }
 
 SPECLA_CPU_KERNEL void gdn_apply_factor(float *S, int K, int V, const float *k, const float *u, float g) {
+    // The operations of gdn_step, in its order: the decayed row is rounded and stored first, then
+    // k_i u is added to it. One expression `row * decay + ki * u` lets the compiler fuse the decay
+    // into an FMA in the x86-64-v3 clone, which leaves other bits than the plain step (the commit
+    // must leave exactly the state that step would have: test_cpu_gdn_commit.cpp).
     const float decay = std::exp(g);
     for (int i = 0; i < K; ++i) {
         float *row = S + size_t(i) * V;
         const float ki = k[i];
 #pragma omp simd
-        for (int j = 0; j < V; ++j) row[j] = row[j] * decay + ki * u[j];
+        for (int j = 0; j < V; ++j) row[j] *= decay;
+#pragma omp simd
+        for (int j = 0; j < V; ++j) row[j] += ki * u[j];
     }
 }
 
