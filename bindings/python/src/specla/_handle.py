@@ -26,8 +26,13 @@ class Handle:
     """One library pointer, its free function, and its dependants."""
 
     def __init__(self, owner: Any, kind: str, ptr: int, free: Callable[[int], None], *,
-                 parent: Optional["Handle"] = None, exclusive: bool = False) -> None:
+                 parent: Optional["Handle"] = None, borrowed_from: Optional["Handle"] = None,
+                 exclusive: bool = False) -> None:
+        """``parent``: a handle this one keeps alive until it is released (a session's model).
+        ``borrowed_from``: a handle whose library object owns this pointer (a model's own
+        tokenizer): valid while that object lives, whether or not its Python owner closed it."""
         self.kind = kind
+        self._borrowed_from = borrowed_from
         self._ptr: Optional[int] = ptr
         self._free = free
         self._parent = parent
@@ -48,6 +53,16 @@ class Handle:
     def ptr(self) -> int:
         """The pointer, or StateError when closed."""
         if self._closed or self._ptr is None:
+            raise StateError(f"the {self.kind} is closed")
+        if self._borrowed_from is not None and self._borrowed_from._ptr is None:
+            raise StateError(f"the {self.kind} belonged to a {self._borrowed_from.kind} that "
+                             f"is freed now")
+        return self._ptr
+
+    def live_ptr(self) -> int:
+        """The pointer while the library object lives: after close(), as long as dependants
+        keep it (for what those dependants need of it, like a closed model's tokenizer)."""
+        if self._ptr is None:
             raise StateError(f"the {self.kind} is closed")
         return self._ptr
 

@@ -74,7 +74,11 @@ class Model:
     def __init__(self, ptr: int, folder: str) -> None:
         self._handle = Handle(self, "model", ptr, _capi.lib.specla_model_free)
         self.folder = folder
-        self._info: Optional[ModelInfo] = None
+        raw = _capi.specla_model_info()
+        check(_capi.lib.specla_model_get_info(ptr, ctypes.byref(raw)))
+        values = _fields(raw)
+        values["backend"] = _BACKEND_NAMES.get(values["backend"], str(values["backend"]))
+        self._info = ModelInfo(**values)
         self._tokenizer: Optional["Tokenizer"] = None
 
     @classmethod
@@ -128,13 +132,7 @@ class Model:
     # ---- what it is ----
     @property
     def info(self) -> ModelInfo:
-        """The model's shape and special tokens (read once, the model is immutable)."""
-        if self._info is None:
-            raw = _capi.specla_model_info()
-            check(_capi.lib.specla_model_get_info(self._handle.ptr(), ctypes.byref(raw)))
-            values = _fields(raw)
-            values["backend"] = _BACKEND_NAMES.get(values["backend"], str(values["backend"]))
-            self._info = ModelInfo(**values)
+        """The model's shape and special tokens (read at load: the model is immutable)."""
         return self._info
 
     def memory_stats(self) -> MemoryStats:
@@ -145,7 +143,10 @@ class Model:
 
     @property
     def tokenizer(self) -> "Tokenizer":
-        """The model's own tokenizer (StateError when the folder had none or it was not loaded)."""
+        """The model's own tokenizer (StateError when the folder had none or it was not loaded).
+
+        It is borrowed from the library's model: usable while that lives (after :meth:`close`,
+        as long as sessions or drafters of the model are open)."""
         if self._tokenizer is None:
             from .tokenizer import Tokenizer
             self._tokenizer = Tokenizer.from_model(self)

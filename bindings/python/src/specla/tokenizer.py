@@ -38,9 +38,9 @@ class Tokenizer:
     """
 
     def __init__(self, ptr: int, free=_capi.lib.specla_tokenizer_free, *,
-                 parent: Optional[Handle] = None) -> None:
+                 borrowed_from: Optional[Handle] = None) -> None:
         """Internal: use :meth:`load` or :meth:`from_model`."""
-        self._handle = Handle(self, "tokenizer", ptr, free, parent=parent)
+        self._handle = Handle(self, "tokenizer", ptr, free, borrowed_from=borrowed_from)
         raw = _capi.specla_tokenizer_info()
         check(_capi.lib.specla_tokenizer_get_info(self._handle.ptr(), ctypes.byref(raw)))
         self.info = TokenizerInfo(raw.vocab_size, raw.bos_token_id, raw.eos_token_id,
@@ -55,10 +55,11 @@ class Tokenizer:
 
     @classmethod
     def from_model(cls, model: "Model") -> "Tokenizer":
-        """The model's own tokenizer (borrowed: the model's memory stays alive while it lives)."""
+        """The model's own tokenizer, borrowed from the library's model: usable while that lives
+        (StateError after it is freed)."""
         out = _capi.specla_tokenizer_p()
-        check(_capi.lib.specla_model_tokenizer(model._handle.ptr(), ctypes.byref(out)))
-        return cls(out.value, _no_free, parent=model._handle)
+        check(_capi.lib.specla_model_tokenizer(model._handle.live_ptr(), ctypes.byref(out)))
+        return cls(out.value, _no_free, borrowed_from=model._handle)
 
     def close(self) -> None:
         """Release the tokenizer (a model's own: release this reference to the model)."""
@@ -150,9 +151,12 @@ class StreamDecoder:
         out = _capi.specla_stream_decoder_p()
         check(_capi.lib.specla_stream_decoder_create(tokenizer._handle.ptr(), skip_special,
                                                      ctypes.byref(out)))
-        self._tokenizer = tokenizer  # must outlive the decoder
+        self._tokenizer = tokenizer
+        # The tokenizer must outlive the decoder: keep its owner (for a model's own tokenizer,
+        # the library's model) alive until the decoder is freed.
+        owner = tokenizer._handle._borrowed_from or tokenizer._handle
         self._handle = Handle(self, "stream decoder", out.value,
-                              _capi.lib.specla_stream_decoder_free, parent=tokenizer._handle,
+                              _capi.lib.specla_stream_decoder_free, parent=owner,
                               exclusive=True)
 
     def push(self, token: int) -> str:
