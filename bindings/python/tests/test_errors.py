@@ -170,3 +170,12 @@ def test_exception_hierarchy_covers_every_status() -> None:
         assert type(e) is not specla.SpeclaError
     unknown = error_for(99, "later")
     assert type(unknown) is specla.SpeclaError and unknown.status == 99
+
+
+def test_a_failing_stream_raises_on_the_consumer_with_the_library_message(session) -> None:
+    s = specla.stream(session, PROMPT_IDS, max_tokens=4, temperature=-1.0)
+    with pytest.raises(specla.InvalidArgumentError) as e:
+        next(s)  # the call ran on the stream's worker thread; its message comes across
+    assert "temperature" in e.value.message
+    session.reset()  # the session is free again
+    assert session.n_past == 0

@@ -43,7 +43,7 @@ class Handle:
         if parent is not None:
             parent._acquire_dependant()
         # The finalizer holds the handle (not its owner), so it runs when the owner goes away.
-        self._finalizer = weakref.finalize(owner, Handle.close, self)
+        self._finalizer = weakref.finalize(owner, Handle._finalize, self)
 
     # ---- lifetime ----
     @property
@@ -81,6 +81,14 @@ class Handle:
         self._finalizer.detach()
         if free_now:
             self._release()
+
+    def _finalize(self) -> None:
+        try:
+            self.close()
+        except StateError:
+            # Still in use at interpreter exit (a stream's worker thread): freeing it under the
+            # running call would be worse than leaving it to the process's end.
+            pass
 
     def _release(self) -> None:
         ptr, self._ptr = self._ptr, None

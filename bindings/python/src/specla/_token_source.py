@@ -28,7 +28,7 @@ import numpy as np
 
 from . import _capi
 from ._handle import Handle
-from .errors import SpeclaError, check
+from .errors import error_for
 
 # (token id, text piece). The last event of a generation with a tokenizer may be (-1, text the
 # decoder held back), as the C callback delivers it.
@@ -109,7 +109,8 @@ class TokenSource:
                     params.on_token = callback
                     status = _capi.lib.specla_generate(session, prompt_p, req.prompt.size,
                                                        params, None, 0, ctypes.byref(n_out))
-                error = None if status == _capi.SPECLA_OK else _error(status)
+                # Read on this thread, right after the call, as specla_last_error requires.
+                error = None if status == _capi.SPECLA_OK else error_for(status)
             finally:
                 if req.drafter is not None:
                     req.drafter.release_use()
@@ -127,11 +128,6 @@ class TokenSource:
     # ---- pull: a worker thread runs the generation, the consumer pulls events ----
     def events(self, cancel: Optional[threading.Event] = None) -> "EventIterator":
         return EventIterator(self, cancel)
-
-
-def _error(status: int) -> SpeclaError:
-    from .errors import error_for
-    return error_for(status)
 
 
 def _finish_reason(tokens: List[int], text: str, stop: Sequence[str], eos: int,

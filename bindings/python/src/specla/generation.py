@@ -10,10 +10,9 @@ from __future__ import annotations
 import ctypes
 import threading
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, List, Literal, Optional, Tuple, Union
 
-import numpy as np
 
 from . import _capi
 from ._arrays import TokenIds, as_token_array
