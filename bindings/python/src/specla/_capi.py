@@ -1,0 +1,310 @@
+"""ctypes declarations of the C ABI, one to one with ``include/specla/specla.h``.
+
+Everything the package calls in libspecla is declared here, and nowhere else: each struct mirrors
+the header's field order and C types, and each function gets its ``argtypes`` and ``restype``
+(ctypes would otherwise pass every integer as a C ``int`` and truncate pointers and sizes).
+When the header changes, this file changes with it; ``tests/test_abi.py`` reads the defaults the
+library itself returns through these structs, so a field out of place shows up as a wrong value.
+
+The library is found in this order: the path in the environment variable ``SPECLA_LIBRARY``
+(a development build, e.g. ``build/libspecla.so.1``), then the copy installed inside this package
+by ``pip install``. It is loaded with ``RTLD_LOCAL`` (ctypes' default): its symbols, all C and
+all prefixed ``specla_``, are not made visible to other libraries of the process.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_double, c_float,
+                    c_int, c_int32, c_int64, c_size_t, c_uint64, c_void_p)
+from pathlib import Path
+
+# The header's version macros this module was written against.
+ABI_VERSION = 1
+HEADER_VERSION = (0, 1, 0)
+
+LIBRARY_ENV = "SPECLA_LIBRARY"
+_INSTALLED_NAME = f"libspecla.so.{ABI_VERSION}"
+
+# ---- enums (plain ints; C enums are int-sized) ---------------------------------------------
+
+specla_status = c_int
+SPECLA_OK = 0
+SPECLA_ERR_INVALID_ARGUMENT = 1
+SPECLA_ERR_IO = 2
+SPECLA_ERR_FORMAT = 3
+SPECLA_ERR_UNSUPPORTED = 4
+SPECLA_ERR_SHAPE = 5
+SPECLA_ERR_TOKEN_OUT_OF_RANGE = 6
+SPECLA_ERR_OUT_OF_MEMORY = 7
+SPECLA_ERR_BACKEND_UNAVAILABLE = 8
+SPECLA_ERR_DEVICE = 9
+SPECLA_ERR_ABORTED = 10
+SPECLA_ERR_CAPACITY = 11
+SPECLA_ERR_STATE = 12
+SPECLA_ERR_INTERNAL = 13
+
+SPECLA_BACKEND_CPU = 0
+SPECLA_BACKEND_CUDA = 1
+
+SPECLA_LOGITS_NONE = 0
+SPECLA_LOGITS_LAST = 1
+SPECLA_LOGITS_ALL = 2
+
+SPECLA_DRAFTER_PROMPT_LOOKUP = 0
+SPECLA_DRAFTER_EAGLE = 1
+
+SPECLA_TREE_AUTO = 0
+SPECLA_TREE_HYBRID = 1
+SPECLA_TREE_PARALLEL_WY = 2
+
+SPECLA_SPEC_MAX_DEPTH_STATS = 32
+
+# ---- callbacks ------------------------------------------------------------------------------
+
+specla_progress_callback = CFUNCTYPE(c_bool, c_float, c_void_p)
+specla_token_callback = CFUNCTYPE(c_bool, c_int32, c_char_p, c_void_p)
+
+# ---- structs (field order and types exactly as in the header) -------------------------------
+
+
+class specla_model_params(Structure):
+    _fields_ = [
+        ("backend", c_int),
+        ("device", c_int32),
+        ("n_threads", c_int32),
+        ("arena_block_bytes", c_size_t),
+        ("progress_callback", specla_progress_callback),
+        ("progress_user_data", c_void_p),
+        ("load_tokenizer", c_bool),
+    ]
+
+
+class specla_model_info(Structure):
+    _fields_ = [
+        ("vocab_size", c_int32),
+        ("hidden_size", c_int32),
+        ("num_layers", c_int32),
+        ("num_heads", c_int32),
+        ("num_v_heads", c_int32),
+        ("head_k_dim", c_int32),
+        ("head_v_dim", c_int32),
+        ("conv_size", c_int32),
+        ("intermediate_size", c_int32),
+        ("bos_token_id", c_int32),
+        ("eos_token_id", c_int32),
+        ("num_parameters", c_int64),
+        ("state_bytes", c_size_t),
+        ("backend", c_int),
+        ("has_tokenizer", c_bool),
+    ]
+
+
+class specla_memory_stats(Structure):
+    _fields_ = [
+        ("weight_bytes", c_size_t),
+        ("arena_reserved_bytes", c_size_t),
+        ("arena_used_bytes", c_size_t),
+        ("arena_peak_bytes", c_size_t),
+        ("arena_blocks", c_int32),
+        ("live_allocations", c_int32),
+    ]
+
+
+class specla_session_params(Structure):
+    _fields_ = [
+        ("max_tree_nodes", c_int32),
+        ("max_batch_tokens", c_int32),
+    ]
+
+
+class specla_sampling_params(Structure):
+    _fields_ = [
+        ("temperature", c_float),
+        ("top_k", c_int32),
+        ("top_p", c_float),
+        ("seed", c_uint64),
+    ]
+
+
+class specla_generate_params(Structure):
+    _fields_ = [
+        ("sampling", specla_sampling_params),
+        ("max_tokens", c_int32),
+        ("on_token", specla_token_callback),
+        ("user_data", c_void_p),
+        ("stop_strings", POINTER(c_char_p)),
+        ("n_stop_strings", c_size_t),
+        ("stop_at_eos", c_bool),
+    ]
+
+
+class specla_tokenizer_info(Structure):
+    _fields_ = [
+        ("vocab_size", c_int32),
+        ("bos_token_id", c_int32),
+        ("eos_token_id", c_int32),
+        ("add_bos_default", c_bool),
+    ]
+
+
+class specla_drafter_params(Structure):
+    _fields_ = [
+        ("type", c_int),
+        ("min_ngram", c_int32),
+        ("max_ngram", c_int32),
+        ("max_draft_len", c_int32),
+        ("max_branches", c_int32),
+        ("path", c_char_p),
+    ]
+
+
+class specla_spec_params(Structure):
+    _fields_ = [
+        ("generate", specla_generate_params),
+        ("max_draft_nodes", c_int32),
+        ("max_draft_depth", c_int32),
+        ("tree_algorithm", c_int),
+        ("deferred_commit", c_bool),
+        ("tree_top_k", c_int32),
+        ("tree_prune_margin", c_float),
+        ("tree_size_from_cost", c_bool),
+    ]
+
+
+class specla_spec_stats(Structure):
+    _fields_ = [
+        ("steps", c_int64),
+        ("drafted", c_int64),
+        ("accepted", c_int64),
+        ("generated", c_int64),
+        ("mean_accepted_length", c_double),
+        ("acceptance_rate", c_double),
+        ("drafted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
+        ("accepted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
+    ]
+
+
+# Opaque handles: only ever passed back to the library.
+specla_model_p = c_void_p
+specla_session_p = c_void_p
+specla_drafter_p = c_void_p
+specla_tokenizer_p = c_void_p
+specla_stream_decoder_p = c_void_p
+
+c_int32_p = POINTER(c_int32)
+c_float_p = POINTER(c_float)
+
+# ---- functions: (name, restype, argtypes) in header order ------------------------------------
+
+_FUNCTIONS = [
+    # Version
+    ("specla_version", c_char_p, []),
+    ("specla_version_numbers", None, [POINTER(c_int), POINTER(c_int), POINTER(c_int)]),
+    ("specla_has_cuda", c_bool, []),
+    # Status codes and errors
+    ("specla_status_string", c_char_p, [specla_status]),
+    ("specla_last_error", c_char_p, []),
+    # Model
+    ("specla_model_default_params", specla_model_params, []),
+    ("specla_model_load", specla_status, [c_char_p, specla_model_params, POINTER(specla_model_p)]),
+    ("specla_model_free", None, [specla_model_p]),
+    ("specla_model_get_info", specla_status, [specla_model_p, POINTER(specla_model_info)]),
+    ("specla_model_memory_stats", specla_status, [specla_model_p, POINTER(specla_memory_stats)]),
+    # Session
+    ("specla_session_default_params", specla_session_params, []),
+    ("specla_session_create", specla_status,
+     [specla_model_p, specla_session_params, POINTER(specla_session_p)]),
+    ("specla_session_free", None, [specla_session_p]),
+    ("specla_session_reset", specla_status, [specla_session_p]),
+    ("specla_session_n_past", specla_status, [specla_session_p, POINTER(c_int64)]),
+    ("specla_session_eval", specla_status,
+     [specla_session_p, c_int32_p, c_size_t, c_int, c_float_p, c_size_t]),
+    ("specla_session_get_state", specla_status, [specla_session_p, c_int32, c_float_p, c_size_t]),
+    # Sampling and plain generation
+    ("specla_sampling_default_params", specla_sampling_params, []),
+    ("specla_generate_default_params", specla_generate_params, []),
+    ("specla_generate", specla_status,
+     [specla_session_p, c_int32_p, c_size_t, specla_generate_params, c_int32_p, c_size_t,
+      POINTER(c_size_t)]),
+    # Tokenizer
+    ("specla_tokenizer_load", specla_status, [c_char_p, POINTER(specla_tokenizer_p)]),
+    ("specla_tokenizer_free", None, [specla_tokenizer_p]),
+    ("specla_model_tokenizer", specla_status, [specla_model_p, POINTER(specla_tokenizer_p)]),
+    ("specla_tokenizer_get_info", specla_status,
+     [specla_tokenizer_p, POINTER(specla_tokenizer_info)]),
+    ("specla_tokenize", specla_status,
+     [specla_tokenizer_p, POINTER(c_char), c_size_t, c_bool, c_bool, c_int32_p, c_size_t,
+      POINTER(c_size_t)]),
+    ("specla_detokenize", specla_status,
+     [specla_tokenizer_p, c_int32_p, c_size_t, c_bool, POINTER(c_char), c_size_t,
+      POINTER(c_size_t)]),
+    ("specla_token_to_string", specla_status,
+     [specla_tokenizer_p, c_int32, POINTER(c_char), c_size_t, POINTER(c_size_t)]),
+    ("specla_token_from_string", specla_status, [specla_tokenizer_p, c_char_p, c_int32_p]),
+    ("specla_stream_decoder_create", specla_status,
+     [specla_tokenizer_p, c_bool, POINTER(specla_stream_decoder_p)]),
+    ("specla_stream_decoder_push", specla_status,
+     [specla_stream_decoder_p, c_int32, POINTER(c_char_p)]),
+    ("specla_stream_decoder_flush", specla_status, [specla_stream_decoder_p, POINTER(c_char_p)]),
+    ("specla_stream_decoder_free", None, [specla_stream_decoder_p]),
+    ("specla_generate_text", specla_status,
+     [specla_session_p, c_char_p, specla_generate_params, POINTER(c_void_p), POINTER(c_size_t)]),
+    ("specla_string_free", None, [c_void_p]),
+    # Speculative decoding
+    ("specla_drafter_default_params", specla_drafter_params, []),
+    ("specla_drafter_create", specla_status,
+     [specla_model_p, specla_drafter_params, POINTER(specla_drafter_p)]),
+    ("specla_drafter_free", None, [specla_drafter_p]),
+    ("specla_spec_default_params", specla_spec_params, []),
+    ("specla_generate_speculative", specla_status,
+     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, specla_spec_params, c_int32_p,
+      c_size_t, POINTER(c_size_t), POINTER(specla_spec_stats)]),
+    ("specla_generate_speculative_text", specla_status,
+     [specla_session_p, specla_drafter_p, c_char_p, specla_spec_params, POINTER(c_void_p),
+      POINTER(c_size_t), POINTER(specla_spec_stats)]),
+    ("specla_session_verify_tree", specla_status,
+     [specla_session_p, c_int32_p, c_int32_p, c_size_t, c_float_p, specla_sampling_params,
+      c_bool, c_int32_p, POINTER(c_size_t), c_int32_p, c_float_p]),
+]
+
+# The log callback (specla_set_log_callback) is not declared: a Python log sink would be called
+# from the library's threads with the GIL to take, and it is not part of the package's API yet.
+
+
+def library_path() -> str:
+    """The path of the libspecla this process loads (``SPECLA_LIBRARY`` or the packaged copy)."""
+    env = os.environ.get(LIBRARY_ENV)
+    if env:
+        return env
+    packaged = Path(__file__).resolve().parent / _INSTALLED_NAME
+    if packaged.exists():
+        return str(packaged)
+    raise ImportError(
+        f"specla: no libspecla found: the package has no {_INSTALLED_NAME} (install it with "
+        f"`pip install ./bindings/python` from the repository, which builds it) and "
+        f"{LIBRARY_ENV} is not set (point it at a built libspecla.so.{ABI_VERSION})")
+
+
+def _load() -> ctypes.CDLL:
+    path = library_path()
+    try:
+        lib = ctypes.CDLL(path, mode=os.RTLD_LOCAL)
+    except OSError as e:
+        raise ImportError(f"specla: cannot load libspecla from {path}: {e}") from e
+    for name, restype, argtypes in _FUNCTIONS:
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+    major, minor = c_int(), c_int()
+    lib.specla_version_numbers(ctypes.byref(major), ctypes.byref(minor), None)
+    # Struct layouts change only with SPECLA_ABI_VERSION (the SONAME); a newer minor version adds
+    # functions, an older one may lack some declared here.
+    if major.value != HEADER_VERSION[0] or minor.value < HEADER_VERSION[1]:
+        raise ImportError(
+            f"specla: {path} is version {major.value}.{minor.value}, this package needs "
+            f"{HEADER_VERSION[0]}.{HEADER_VERSION[1]} or a later {HEADER_VERSION[0]}.x")
+    return lib
+
+
+lib = _load()

@@ -1,0 +1,247 @@
+"""Text generation: ``generate()`` returns the whole result, ``stream()`` yields its pieces.
+
+Both take a prompt as text (tokenized with the model's tokenizer, BOS per its default, special
+tokens parsed: what ``specla_generate_text`` does) or as token ids, the sampling parameters, stop
+strings, and optionally a :class:`~specla.Drafter` for speculative decoding, whose output is
+exactly what plain decoding gives (token for token when greedy).
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, List, Literal, Optional, Tuple, Union
+
+
+from . import _capi
+from ._arrays import TokenIds, as_token_array
+from ._params import assign
+from ._token_source import EventIterator, Outcome, Request, TokenSource
+from .errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from .drafter import Drafter
+    from .session import Session
+
+Prompt = Union[str, TokenIds]
+TreeAlgorithm = Literal["auto", "hybrid", "parallel_wy"]
+_TREE = {"auto": _capi.SPECLA_TREE_AUTO, "hybrid": _capi.SPECLA_TREE_HYBRID,
+         "parallel_wy": _capi.SPECLA_TREE_PARALLEL_WY}
+FinishReason = Literal["stop", "length", "cancelled"]
+
+
+@dataclass(frozen=True)
+class SpecOptions:
+    """How speculative decoding drafts and verifies (``specla_spec_params``); None keeps the
+    library's default (shown in brackets)."""
+    max_draft_nodes: Optional[int] = None      # nodes per verification [4]
+    max_draft_depth: Optional[int] = None      # deepest draft position [8]
+    tree_algorithm: TreeAlgorithm = "auto"
+    deferred_commit: Optional[bool] = None     # apply accepted factors in the next pass [True]
+    tree_top_k: Optional[int] = None           # EAGLE: children per node [4]
+    tree_prune_margin: Optional[float] = None  # EAGLE: nats from the best path [8]
+    tree_size_from_cost: Optional[bool] = None  # EAGLE: node count from measured costs [True]
+
+
+@dataclass(frozen=True)
+class SpecStats:
+    """What the drafter and the verifier did (``specla_spec_stats``)."""
+    steps: int                   # verification passes
+    drafted: int                 # draft tokens submitted
+    accepted: int                # draft tokens accepted
+    generated: int               # tokens emitted (accepted + the target's own)
+    mean_accepted_length: float  # generated / steps
+    acceptance_rate: float       # accepted / drafted
+    drafted_at_depth: Tuple[int, ...]   # draft nodes at depth d+1 (trailing zeros dropped)
+    accepted_at_depth: Tuple[int, ...]  # passes that accepted depth d+1 (trailing zeros dropped)
+
+    @classmethod
+    def _from_c(cls, raw: _capi.specla_spec_stats) -> "SpecStats":
+        def trimmed(arr: ctypes.Array) -> Tuple[int, ...]:
+            values = list(arr)
+            while values and values[-1] == 0:
+                values.pop()
+            return tuple(values)
+        return cls(raw.steps, raw.drafted, raw.accepted, raw.generated,
+                   raw.mean_accepted_length, raw.acceptance_rate,
+                   trimmed(raw.drafted_at_depth), trimmed(raw.accepted_at_depth))
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """The result of :func:`generate` (and of a finished :class:`TextStream`)."""
+    text: str                     # generated text ("" without a tokenizer)
+    tokens: List[int]             # generated token ids
+    prompt_tokens: int            # ids the prompt was fed as
+    finish_reason: FinishReason   # "stop" (EOS or a stop string), "length", "cancelled"
+    spec_stats: Optional[SpecStats] = None  # with a drafter
+
+
+def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature: float,
+             top_k: int, top_p: float, seed: int, stop: Iterable[str], stop_at_eos: bool,
+             drafter: Optional["Drafter"], spec: Optional[SpecOptions]) -> Request:
+    model = session.model
+    if isinstance(prompt, str):
+        ids = model.tokenizer.encode_array(prompt)
+    elif isinstance(prompt, (bytes, bytearray)):
+        raise InvalidArgumentError("prompt: pass text as str or token ids, not bytes")
+    else:
+        ids = as_token_array(prompt, "prompt")
+    stops = [stop] if isinstance(stop, str) else list(stop)
+    for i, s in enumerate(stops):
+        if not isinstance(s, str):
+            raise InvalidArgumentError(f"stop string {i} is not a str: {s!r}")
+        if "\0" in s:
+            raise InvalidArgumentError(f"stop string {i} contains a NUL character")
+
+    gp = _capi.lib.specla_generate_default_params()
+    assign(gp, "max_tokens", max_tokens)
+    assign(gp.sampling, "temperature", temperature)
+    assign(gp.sampling, "top_k", top_k)
+    assign(gp.sampling, "top_p", top_p)
+    assign(gp.sampling, "seed", seed)
+    gp.stop_at_eos = bool(stop_at_eos)
+    keep: List[object] = []
+    if stops:
+        arr = (ctypes.c_char_p * len(stops))(*[s.encode("utf-8") for s in stops])
+        keep.append(arr)
+        gp.stop_strings = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
+        gp.n_stop_strings = len(stops)
+    eos = model.info.eos_token_id if stop_at_eos else -1
+
+    sp: Optional[_capi.specla_spec_params] = None
+    if drafter is not None:
+        if drafter.model is not model:
+            raise InvalidArgumentError("drafter: it was created for another model than the "
+                                       "session's")
+        sp = _capi.lib.specla_spec_default_params()
+        opts = spec or SpecOptions()
+        for name in ("max_draft_nodes", "max_draft_depth", "tree_top_k", "tree_prune_margin"):
+            value = getattr(opts, name)
+            if value is not None:
+                assign(sp, name, value, f"spec.{name}")
+        for name in ("deferred_commit", "tree_size_from_cost"):
+            value = getattr(opts, name)
+            if value is not None:
+                setattr(sp, name, bool(value))
+        if opts.tree_algorithm not in _TREE:
+            raise InvalidArgumentError(f"spec.tree_algorithm must be one of {sorted(_TREE)}, "
+                                       f"not {opts.tree_algorithm!r}")
+        sp.tree_algorithm = _TREE[opts.tree_algorithm]
+        sp.generate = gp
+    elif spec is not None:
+        raise InvalidArgumentError("spec options given without a drafter")
+    return Request(session._handle, ids, gp, stops, eos,
+                   drafter._handle if drafter is not None else None, sp, keep)
+
+
+def _result(session: "Session", req: Request, outcome: Outcome,
+            text: Optional[str] = None) -> GenerationResult:
+    if text is None:
+        info = session.model.info
+        text = session.model.tokenizer.decode(outcome.tokens) if info.has_tokenizer else ""
+    stats = SpecStats._from_c(outcome.spec_stats) if outcome.spec_stats is not None else None
+    return GenerationResult(text, outcome.tokens, int(req.prompt.size),
+                            outcome.finish_reason, stats)  # type: ignore[arg-type]
+
+
+def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
+             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+             stop: Iterable[str] = (), stop_at_eos: bool = True,
+             drafter: Optional["Drafter"] = None,
+             spec: Optional[SpecOptions] = None) -> GenerationResult:
+    """Evaluate the prompt and generate, on the calling thread.
+
+    Args:
+        session: the session; its context continues (an empty prompt continues it as is).
+        prompt: text, or token ids.
+        max_tokens: token budget.
+        temperature: 0 = greedy; top_k (0 = off), top_p (1 = off), seed: sampling.
+        stop: strings that end generation after the token completing one (the text keeps it).
+        stop_at_eos: stop after the model's EOS token.
+        drafter: speculative decoding with this drafter (same output as plain decoding).
+        spec: speculative options (with a drafter).
+
+    Ctrl-C (KeyboardInterrupt) stops the generation at the next token and is re-raised.
+    """
+    req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
+                   top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
+                   drafter=drafter, spec=spec)
+    return _result(session, req, TokenSource(req).run())
+
+
+class TextStream(Generator[str, None, None]):
+    """The generator :func:`stream` returns: iterate it for text pieces.
+
+    ``close()`` (or leaving a ``with`` block, or dropping it) stops the generation at the next
+    token and frees the session; so does setting the ``cancel`` event given to :func:`stream`.
+    After the last piece, :attr:`result` holds the :class:`GenerationResult`.
+    """
+
+    def __init__(self, session: "Session", req: Request,
+                 cancel: Optional[threading.Event]) -> None:
+        self._session = session
+        self._req = req
+        self._events: EventIterator = TokenSource(req).events(cancel)
+        self._pieces: List[str] = []
+        self.result: Optional[GenerationResult] = None
+
+    def send(self, value: None) -> str:
+        while True:
+            try:
+                _token, piece = next(self._events)
+            except StopIteration:
+                self._finish()
+                raise
+            if piece:
+                self._pieces.append(piece)
+                return piece
+
+    def throw(self, typ, val=None, tb=None):  # type: ignore[no-untyped-def, override]
+        self._events.close()
+        self._finish()
+        if val is None:
+            val = typ() if isinstance(typ, type) else typ
+        raise val
+
+    def close(self) -> None:
+        """Stop the generation and free the session now."""
+        self._events.close()
+        self._finish()
+
+    def _finish(self) -> None:
+        if self.result is None and self._events.outcome is not None:
+            self.result = _result(self._session, self._req, self._events.outcome,
+                                  text="".join(self._pieces))
+
+    def __enter__(self) -> "TextStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._events.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+
+def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
+           temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+           stop: Iterable[str] = (), stop_at_eos: bool = True,
+           drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
+           cancel: Optional[threading.Event] = None) -> TextStream:
+    """Generate as :func:`generate` does, yielding the text as it is produced.
+
+    Pieces never split a UTF-8 character; they concatenate to the full text. Arguments are
+    checked here; generation starts at the first ``next()``. Cancel by closing the generator
+    or by setting ``cancel`` (from any thread): generation stops after the next token.
+    While the stream is open, the session (and drafter) are busy: other calls on them raise
+    :class:`~specla.errors.StateError`.
+    """
+    req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
+                   top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
+                   drafter=drafter, spec=spec)
+    return TextStream(session, req, cancel)
