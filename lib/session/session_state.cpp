@@ -107,7 +107,7 @@ uint64_t check_framing(const unsigned char *h, size_t header_available, uint64_t
     require(payload <= present, SPECLA_ERR_FORMAT, origin, ": truncated: the header announces ", payload,
             " payload bytes, ", present, " are present");
     require(payload == present, SPECLA_ERR_FORMAT, origin, ": ", present - payload,
-            " unexpected bytes after the end of the state");
+            " byte(s) after the end of the state");
     return payload;
 }
 
