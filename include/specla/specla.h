@@ -219,7 +219,8 @@ typedef struct specla_model_info {
     int32_t bos_token_id;     /* -1 when the model has none */
     int32_t eos_token_id;     /* -1 when the model has none */
     int64_t num_parameters;
-    size_t state_bytes;       /* recurrent state + conv cache of one session */
+    size_t state_bytes;       /* recurrent state + conv cache of one session: only part of what a
+                                 session holds (its scratch and factors: specla_session_get_memory) */
     specla_backend backend;
     bool has_tokenizer;
 } specla_model_info;
@@ -287,6 +288,70 @@ SPECLA_API specla_status specla_session_eval(specla_session *session, const int3
  * first. */
 SPECLA_API specla_status specla_session_get_state(specla_session *session, int32_t layer,
                                                   float *out, size_t capacity);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Session state: save, restore, fork; a session's memory                                      */
+/* ------------------------------------------------------------------------------------------ */
+
+/* A session's state is everything a continued generation depends on: the committed recurrent
+ * state and conv cache of every layer, the context ids (n_past, and the history prompt lookup
+ * drafts from), the token generation chose last and has not fed yet, and the logits of the last
+ * evaluated token when no token is pending. A session that restores it (or receives a copy)
+ * continues exactly as the saved one would have: the same greedy tokens, the same sampled tokens
+ * for the same seed (on one backend; the CPU and CUDA backends round differently).
+ *
+ * The saved form is a versioned binary format, one layout for every backend: a state saved from a
+ * CUDA session loads into a CPU session of the same model and back. It is tied to the model (its
+ * configuration and a fingerprint of its weights), not to the backend, the thread count or the
+ * session's params. It carries a checksum. Specification: lib/session/session_state.md.
+ * Not part of it: a drafter's own bookkeeping (prompt lookup re-indexes a context it has not
+ * seen; give an EAGLE drafter a fresh start with a new drafter), and a verification of
+ * specla_session_verify_tree not followed by generation.
+ *
+ * Loading checks everything before changing anything. A refused state leaves the session as it
+ * was, usable, and says what does not fit: SPECLA_ERR_FORMAT (not a state, truncated, trailing
+ * bytes, checksum mismatch, impossible values), SPECLA_ERR_UNSUPPORTED (a format version other
+ * than SPECLA_SESSION_STATE_VERSION), SPECLA_ERR_SHAPE (a state of another model: the message
+ * names the field, the configuration or the weights that differ). */
+
+/* The format version this library writes and reads. */
+#define SPECLA_SESSION_STATE_VERSION 1
+
+/* Save into a caller-owned buffer of `capacity` bytes. `*n_needed` (may be NULL) receives the
+ * state's exact size; when `capacity` is smaller the call writes nothing and returns
+ * SPECLA_ERR_CAPACITY, so call once with NULL and 0 to size the buffer. The size holds until the
+ * session changes (eval, generation, reset, a restore). Deferred factors of a speculative commit
+ * are applied on the way, which changes no later result. */
+SPECLA_API specla_status specla_session_save_state(specla_session *session, void *buf, size_t capacity,
+                                                   size_t *n_needed);
+/* Restore from `size` bytes written by specla_session_save_state (or read from a state file);
+ * the buffer is only read during the call. */
+SPECLA_API specla_status specla_session_load_state(specla_session *session, const void *buf, size_t size);
+/* The same through a file. Saving writes `path`.part and renames it over `path`, so a failed save
+ * leaves no partial file under the name; I/O failures are SPECLA_ERR_IO naming the path. */
+SPECLA_API specla_status specla_session_save_state_file(specla_session *session, const char *path);
+SPECLA_API specla_status specla_session_load_state_file(specla_session *session, const char *path);
+/* Fork: `dst` receives `src`'s state and continues exactly as `src` would; `src` is unchanged.
+ * Both must be sessions of one model (the same handle, or two loads of one checkpoint, also on
+ * different backends); another model is SPECLA_ERR_SHAPE. dst == src does nothing. */
+SPECLA_API specla_status specla_session_copy_state(specla_session *dst, specla_session *src);
+
+/* Every buffer a session owns, in bytes as allocated. Buffers sized by a pass (verification
+ * outputs, tree snapshots) grow to the largest tree seen, so the numbers may rise after the first
+ * speculative call. Not counted: driver objects (CUDA streams, graphs, the cuBLAS handle) and the
+ * stacks of the session's worker threads. */
+typedef struct specla_session_memory {
+    size_t state_bytes;    /* recurrent state + conv cache (specla_model_info.state_bytes) */
+    size_t factor_bytes;   /* per-node factors kept for committing verified tokens (max_tree_nodes) */
+    size_t scratch_bytes;  /* activations and logits of a pass (max_batch_tokens rows), tree
+                              snapshots, sampling buffers, pinned staging, the session's logits */
+    size_t context_bytes;  /* the token history */
+    size_t host_bytes;     /* of all of the above, in host memory */
+    size_t device_bytes;   /* in GPU memory (CUDA: arena allocations, part of arena_used_bytes) */
+    size_t total_bytes;    /* host_bytes + device_bytes */
+} specla_session_memory;
+
+SPECLA_API specla_status specla_session_get_memory(const specla_session *session, specla_session_memory *out);
 
 /* ------------------------------------------------------------------------------------------ */
 /* Sampling and plain generation                                                               */

@@ -19,6 +19,14 @@ void Backend::copy_state(SequenceState &, SequenceState &) {
     fail(SPECLA_ERR_UNSUPPORTED, "copying a session state is not available on this backend yet");
 }
 
+void Backend::export_state(SequenceState &, float *, float *) {
+    fail(SPECLA_ERR_UNSUPPORTED, "saving a session state is not available on this backend yet");
+}
+
+void Backend::import_state(SequenceState &, const float *, const float *) {
+    fail(SPECLA_ERR_UNSUPPORTED, "restoring a session state is not available on this backend yet");
+}
+
 std::unique_ptr<Backend> Backend::create_drafter_backend(const ModelConfig &, ModelWeights) const {
     fail(SPECLA_ERR_UNSUPPORTED, "drafter models are not available on this backend yet");
 }

@@ -69,11 +69,16 @@ struct VerifyOutputs {
     int32_t first_row = 0;     // 0 <= first_row < n
 };
 
-// Bytes one session holds on its backend.
+// Bytes one session's state holds on its backend: every buffer it owns, as allocated (HostVec
+// capacities; arena allocations rounded as the arena rounds them; pinned staging as requested).
+// Driver objects (streams, graphs, cuBLAS handles) and worker threads are not counted.
 struct SessionMemory {
     size_t state_bytes = 0;    // recurrent state + conv cache: what plain decoding needs
     size_t factor_bytes = 0;   // per-node commit factors for max_tree_nodes (+ the pending token)
-    size_t scratch_bytes = 0;  // activations of one pass
+    size_t scratch_bytes = 0;  // activations, logits, tree snapshots, sampling, staging of a pass
+    // The same bytes by where they live: host_bytes + device_bytes == the sum of the three above.
+    size_t host_bytes = 0;
+    size_t device_bytes = 0;
 };
 
 struct MemoryStats {
@@ -139,6 +144,14 @@ public:
     // Copy the committed state (recurrent state and conv cache, pending factors applied first)
     // of one sequence into another of the same backend (benchmark baselines, forking).
     virtual void copy_state(SequenceState &from, SequenceState &to);
+
+    // The committed state in the canonical layout every backend shares (session state files,
+    // lib/session/session_state.md): `recurrent` [L][HV][V][K] fp32 (fla's layout, as
+    // read_recurrent_state), `conv` [L][W-1][conv_channels] fp32, oldest input first (nothing
+    // without short conv). Export applies pending factors first; import replaces the state and
+    // leaves no pending factors and no verification to commit.
+    virtual void export_state(SequenceState &state, float *recurrent, float *conv);
+    virtual void import_state(SequenceState &state, const float *recurrent, const float *conv);
 
     // A backend of this one's kind and settings for a drafter model (spec/eagle_drafter.md):
     // `own` holds the drafter's own tensors (fc and its layers); the embeddings, final norm and

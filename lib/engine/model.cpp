@@ -11,6 +11,7 @@ std::shared_ptr<Model> Model::from_weights(const ModelConfig &config, ModelWeigh
                                            const ModelOptions &options) {
     auto m = std::make_shared<Model>();
     m->config_ = config;
+    m->identity_ = identify_model(config, weights);  // before a backend converts the weights
     switch (options.backend) {
         case SPECLA_BACKEND_CPU:
             m->backend_ = create_cpu_backend(config, std::move(weights), options.n_threads);

@@ -7,6 +7,7 @@
 
 #include "engine/backend.h"
 #include "model/config.h"
+#include "model/model_identity.h"
 #include "model/weights.h"
 
 namespace specla {
@@ -28,9 +29,12 @@ public:
 
     const ModelConfig &config() const { return config_; }
     Backend &backend() const { return *backend_; }
+    // Which model this is, whatever the backend and options (session states check it on load).
+    const ModelIdentity &identity() const { return identity_; }
 
 private:
     ModelConfig config_;
+    ModelIdentity identity_;
     std::unique_ptr<Backend> backend_;
 };
 

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <mimalloc.h>
 
+#include <atomic>
 #include <cstdlib>
 
 #include "util/log.h"
@@ -29,8 +30,16 @@ struct AllocatorEntryPoints {
     decltype(&mi_free) free = nullptr;
 };
 
+#ifdef SPECLA_HOST_ALLOC_STD
+constexpr bool kSanitizerBuild = true;
+#else
+constexpr bool kSanitizerBuild = false;
+#endif
+
 AllocatorEntryPoints load_mimalloc() {
     AllocatorEntryPoints a;
+    // Sanitizer builds: the C library's allocator, whose blocks the sanitizer checks.
+    if (kSanitizerBuild) return a;
     void *lib = dlopen(SPECLA_MIMALLOC_SONAME, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
         log(SPECLA_LOG_DEBUG, "mimalloc (", SPECLA_MIMALLOC_SONAME, ") not loaded: ", dlerror(),
@@ -50,7 +59,16 @@ const AllocatorEntryPoints &allocator() {
     return a;
 }
 
+std::atomic<size_t> live_bytes{0}, live_blocks{0};
+
 }  // namespace
+
+HostAllocStats host_alloc_stats() noexcept {
+    HostAllocStats s;
+    s.live_bytes = live_bytes.load(std::memory_order_relaxed);
+    s.live_blocks = live_blocks.load(std::memory_order_relaxed);
+    return s;
+}
 
 void *host_alloc(size_t bytes) {
     const AllocatorEntryPoints &a = allocator();
@@ -61,11 +79,15 @@ void *host_alloc(size_t bytes) {
         p = nullptr;
     }
     if (!p) throw std::bad_alloc();
+    live_bytes.fetch_add(bytes, std::memory_order_relaxed);
+    live_blocks.fetch_add(1, std::memory_order_relaxed);
     return p;
 }
 
-void host_free(void *p) noexcept {
+void host_free(void *p, size_t bytes) noexcept {
     if (!p) return;
+    live_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    live_blocks.fetch_sub(1, std::memory_order_relaxed);
     const AllocatorEntryPoints &a = allocator();
     if (a.free) a.free(p);
     else std::free(p);

@@ -2,7 +2,8 @@
 // CPU sessions): HostVec is the container used for all of them. Its memory comes from mimalloc's
 // explicit API (see host_alloc.cpp for how mimalloc is reached without it replacing the process's
 // malloc and operator new), 64-byte aligned. A failed allocation throws std::bad_alloc, which the
-// C shim reports as SPECLA_ERR_OUT_OF_MEMORY.
+// C shim reports as SPECLA_ERR_OUT_OF_MEMORY. Live HostVec bytes are counted (host_alloc_stats), so
+// that what a session reports as its footprint can be checked against what it allocated.
 #pragma once
 
 #include <cstddef>
@@ -23,8 +24,15 @@ namespace specla {
 // `bytes` (> 0) of host memory aligned to kHostAlignment; throws std::bad_alloc when there is none.
 constexpr size_t kHostAlignment = 64;
 void *host_alloc(size_t bytes);
-// Releases what host_alloc returned; nullptr is a no-op.
-void host_free(void *p) noexcept;
+// Releases what host_alloc(bytes) returned; nullptr is a no-op.
+void host_free(void *p, size_t bytes) noexcept;
+
+// What host_alloc has handed out and not yet taken back, process-wide (diagnostics and tests).
+struct HostAllocStats {
+    size_t live_bytes = 0;   // requested bytes, as HostVec capacities count them
+    size_t live_blocks = 0;
+};
+HostAllocStats host_alloc_stats() noexcept;
 
 template <typename T>
 struct HostAllocator {
@@ -37,7 +45,7 @@ struct HostAllocator {
         if (n > std::numeric_limits<size_t>::max() / sizeof(T)) throw std::bad_alloc();
         return static_cast<T *>(host_alloc(n * sizeof(T)));
     }
-    void deallocate(T *p, size_t) noexcept { host_free(p); }
+    void deallocate(T *p, size_t n) noexcept { host_free(p, n * sizeof(T)); }
 
     template <typename U>
     bool operator==(const HostAllocator<U> &) const noexcept { return true; }
@@ -45,14 +53,10 @@ struct HostAllocator {
     bool operator!=(const HostAllocator<U> &) const noexcept { return false; }
 };
 
-#ifdef SPECLA_HOST_ALLOC_STD
-// AddressSanitizer builds use the standard allocator: ASan cannot see inside mimalloc's pages, and
-// these buffers (weights, activations, states) are where an out-of-bounds access would land.
-template <typename T>
-using HostVec = std::vector<T>;
-#else
+// Sanitizer builds (SPECLA_HOST_ALLOC_STD) take the memory from the C library's aligned
+// allocation, which the sanitizers intercept: ASan cannot see inside mimalloc's pages, and these
+// buffers (weights, activations, states) are where an out-of-bounds access would land.
 template <typename T>
 using HostVec = std::vector<T, HostAllocator<T>>;
-#endif
 
 }  // namespace specla

@@ -157,8 +157,8 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const Verif
         if (n) be.verify_tree(*state_, tree.tokens.data(), tree.parents.data(), n, algorithm, bo);
         verified_with_pending_ = false;
     }
-    verified_tokens_ = tree.tokens;
-    verified_parents_ = tree.parents;
+    verified_tokens_.assign(tree.tokens.begin(), tree.tokens.end());
+    verified_parents_.assign(tree.parents.begin(), tree.parents.end());
     verified_ = true;
 }
 
@@ -188,6 +188,41 @@ void Session::read_state(int32_t layer, float *out) {
             " is outside [0, ", config().num_layers, ")");
     flush_pending(/*keep_logits=*/true);  // generation may continue from this context afterwards
     model_->backend().read_recurrent_state(*state_, layer, out);
+}
+
+void Session::export_state(float *recurrent, float *conv) { model_->backend().export_state(*state_, recurrent, conv); }
+
+void Session::restore(std::vector<int32_t> context, bool pending, const float *recurrent, const float *conv,
+                      const float *last_logits) {
+    model_->backend().import_state(*state_, recurrent, conv);
+    context_ = std::move(context);
+    pending_.reset();
+    if (pending) pending_ = context_.back();
+    last_logits_valid_ = last_logits != nullptr;
+    if (last_logits) std::memcpy(last_logits_.data(), last_logits, last_logits_.size() * sizeof(float));
+    verified_ = false;
+}
+
+void Session::copy_from(Session &source) {
+    if (&source == this) return;
+    require(&source.model() == &model(), SPECLA_ERR_INTERNAL, "copy_from: sessions of different model objects");
+    std::vector<int32_t> context = source.context_;  // allocated before anything changes
+    model_->backend().copy_state(*source.state_, *state_);
+    context_ = std::move(context);
+    pending_ = source.pending_;
+    last_logits_valid_ = source.last_logits_valid_;
+    if (last_logits_valid_) last_logits_ = source.last_logits_;
+    verified_ = false;
+}
+
+Session::Memory Session::memory() const {
+    Memory m;
+    m.backend = model_->backend().session_memory(*state_);
+    auto bytes = [](const auto &v) { return v.capacity() * sizeof(v[0]); };
+    m.own_bytes = bytes(last_logits_) + bytes(verify_logits_) + bytes(verify_features_) + bytes(verified_tokens_) +
+                  bytes(verified_parents_) + bytes(backend_nodes_) + bytes(backend_parents_) + bytes(verify_argmax_);
+    m.context_bytes = bytes(context_);
+    return m;
 }
 
 }  // namespace specla

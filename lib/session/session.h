@@ -78,6 +78,30 @@ public:
     // Record tokens fed through the backend directly (speculative commit).
     void append_context(const int32_t *tokens, size_t n) { context_.insert(context_.end(), tokens, tokens + n); }
 
+    // ---- what a continued generation needs (session/session_state.h writes and reads it) ----
+    // The logits of the context's last token, kept by the last eval when no token is pending
+    // (generation with an empty prompt starts from them); null when there are none.
+    const float *last_logits() const { return last_logits_valid_ && !pending_ ? last_logits_.data() : nullptr; }
+    // The committed backend state in the canonical layout (Backend::export_state); deferred
+    // factors are applied, which changes no later result.
+    void export_state(float *recurrent, float *conv);
+    // Replace everything a continuation depends on: the context (its last token pending, not yet
+    // fed, when `pending`), the backend state (canonical layout) and the last logits (vocab floats;
+    // null: none). An uncommitted verification is dropped. Inputs are trusted (checked by the
+    // caller); allocation happens before anything changes.
+    void restore(std::vector<int32_t> context, bool pending, const float *recurrent, const float *conv,
+                 const float *last_logits);
+    // The same from another session of the same model object (a fork): device to device where
+    // both states are on one backend.
+    void copy_from(Session &source);
+
+    struct Memory {
+        SessionMemory backend;     // the backend's buffers (state, factors, scratch)
+        size_t own_bytes = 0;      // this object's host buffers: last logits, verification outputs
+        size_t context_bytes = 0;  // the token history (the standard allocator's, not HostVec)
+    };
+    Memory memory() const;
+
 private:
     std::shared_ptr<Model> model_;
     SessionLimits limits_;
@@ -89,11 +113,12 @@ private:
     // The last verification: whether its node 0 was the pending token, and its draft tokens.
     bool verified_with_pending_ = false;
     bool verified_ = false;
-    std::vector<int32_t> verified_tokens_, verified_parents_;
-    std::vector<int32_t> backend_nodes_, backend_parents_;
+    // HostVec like every buffer but the context, so that memory() counts them exactly.
+    HostVec<int32_t> verified_tokens_, verified_parents_;
+    HostVec<int32_t> backend_nodes_, backend_parents_;
     HostVec<float> verify_logits_;
     HostVec<float> verify_features_;
-    std::vector<int32_t> verify_argmax_;
+    HostVec<int32_t> verify_argmax_;
 };
 
 }  // namespace specla

@@ -386,15 +386,48 @@ void CpuBackend::flush_commit(SequenceState &state) {
     st.pending.clear();
 }
 
-void CpuBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
-    auto &st = static_cast<CpuSequenceState &>(state);
-    flush_commit(st);
-    const ModelConfig &c = config_;
+namespace {
+
+// One layer between the CPU layout [HV][K][V] and fla's [HV][V][K] (the canonical one).
+void cpu_to_fla(const ModelConfig &c, const float *S, float *out) {
     const int K = c.head_k_dim, V = c.head_v_dim;
-    const float *S = st.recurrent.data() + size_t(layer) * size_t(c.recurrent_state_floats_per_layer());
     for (int hv = 0; hv < c.num_v_heads; ++hv)
         for (int i = 0; i < K; ++i)
             for (int j = 0; j < V; ++j) out[(size_t(hv) * V + j) * K + i] = S[(size_t(hv) * K + i) * V + j];
+}
+
+void fla_to_cpu(const ModelConfig &c, const float *in, float *S) {
+    const int K = c.head_k_dim, V = c.head_v_dim;
+    for (int hv = 0; hv < c.num_v_heads; ++hv)
+        for (int i = 0; i < K; ++i)
+            for (int j = 0; j < V; ++j) S[(size_t(hv) * K + i) * V + j] = in[(size_t(hv) * V + j) * K + i];
+}
+
+}  // namespace
+
+void CpuBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    flush_commit(st);
+    cpu_to_fla(config_, st.recurrent.data() + size_t(layer) * size_t(config_.recurrent_state_floats_per_layer()), out);
+}
+
+void CpuBackend::export_state(SequenceState &state, float *recurrent, float *conv) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    flush_commit(st);
+    const size_t per_layer = size_t(config_.recurrent_state_floats_per_layer());
+    for (int l = 0; l < config_.num_layers; ++l)
+        cpu_to_fla(config_, st.recurrent.data() + size_t(l) * per_layer, recurrent + size_t(l) * per_layer);
+    if (!st.conv.empty()) std::memcpy(conv, st.conv.data(), st.conv.size() * sizeof(float));
+}
+
+void CpuBackend::import_state(SequenceState &state, const float *recurrent, const float *conv) {
+    auto &st = static_cast<CpuSequenceState &>(state);
+    const size_t per_layer = size_t(config_.recurrent_state_floats_per_layer());
+    for (int l = 0; l < config_.num_layers; ++l)
+        fla_to_cpu(config_, recurrent + size_t(l) * per_layer, st.recurrent.data() + size_t(l) * per_layer);
+    if (!st.conv.empty()) std::memcpy(st.conv.data(), conv, st.conv.size() * sizeof(float));
+    st.pending.clear();
+    st.verified = false;
 }
 
 MemoryStats CpuBackend::memory_stats() const {
@@ -422,10 +455,12 @@ SessionMemory CpuBackend::session_memory(const SequenceState &state) const {
     SessionMemory m;
     auto bytes = [](const HostVec<float> &v) { return v.capacity() * sizeof(float); };
     m.state_bytes = bytes(st.recurrent) + bytes(st.conv);
-    m.factor_bytes = bytes(st.factors.k) + bytes(st.factors.u) + bytes(st.factors.g) + bytes(st.factors.pre);
+    m.factor_bytes = bytes(st.factors.k) + bytes(st.factors.u) + bytes(st.factors.g) + bytes(st.factors.pre) +
+                     st.pending.capacity() * sizeof(int32_t);
     m.scratch_bytes = bytes(st.h) + bytes(st.x) + bytes(st.proj) + bytes(st.mixed) + bytes(st.o) + bytes(st.y) +
                       bytes(st.ffn) + bytes(st.beta) + bytes(st.glog) + bytes(st.tree_scratch) + bytes(st.verify_logits) +
                       bytes(st.step_logits) + bytes(st.row_in);
+    m.host_bytes = m.state_bytes + m.factor_bytes + m.scratch_bytes;
     return m;
 }
 

@@ -41,7 +41,7 @@ struct CpuSequenceState : SequenceState {
     CpuFactorSet factors;
     bool verified = false;          // factors hold an uncommitted verification
     int32_t verified_nodes = 0;
-    std::vector<int32_t> pending;   // deferred path (node indices into factors)
+    HostVec<int32_t> pending;       // deferred path (node indices into factors)
     HostVec<float> tree_scratch;    // per value head: hybrid snapshots or WY workspace
 };
 
@@ -64,6 +64,8 @@ public:
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
     MemoryStats memory_stats() const override;
     void copy_state(SequenceState &from, SequenceState &to) override;
+    void export_state(SequenceState &state, float *recurrent, float *conv) override;
+    void import_state(SequenceState &state, const float *recurrent, const float *conv) override;
     SessionMemory session_memory(const SequenceState &state) const override;
     std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const override;
 

@@ -208,12 +208,10 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     layout(real);
 
     check(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_tokens), Tm * 4, cudaHostAllocDefault), "cudaHostAlloc");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_argmax), 8, cudaHostAllocDefault), "cudaHostAlloc");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_sampled), 4, cudaHostAllocDefault), "cudaHostAlloc");
-    if (is_drafter())
-        check(cudaHostAlloc(reinterpret_cast<void **>(&st->h_features), Tm * D * 4, cudaHostAllocDefault),
-              "cudaHostAlloc(input features)");
+    st->alloc_pinned(st->h_tokens, Tm * 4, "cudaHostAlloc");
+    st->alloc_pinned(st->h_argmax, 8, "cudaHostAlloc");
+    st->alloc_pinned(st->h_sampled, 4, "cudaHostAlloc");
+    if (is_drafter()) st->alloc_pinned(st->h_features, Tm * D * 4, "cudaHostAlloc(input features)");
     check(cublasCreate(&st->cublas), "cublasCreate");
     check(cublasSetStream(st->cublas, st->stream), "cublasSetStream");
     check(cublasSetWorkspace(st->cublas, st->cublas_workspace, st->cublas_workspace_bytes), "cublasSetWorkspace");

@@ -104,6 +104,15 @@ struct CudaSequenceState final : SequenceState {
     float *h_features = nullptr;
 
     // Pinned host memory the captured step reads from / writes to.
+    size_t pinned_bytes = 0;  // all of this state's pinned buffers (session_memory)
+    // cudaHostAlloc of `bytes`, counted in pinned_bytes; throws naming `what`.
+    template <typename T>
+    void alloc_pinned(T *&p, size_t bytes, const char *what) {
+        void *raw = nullptr;
+        check(cudaHostAlloc(&raw, bytes, cudaHostAllocDefault), what);
+        p = static_cast<T *>(raw);
+        pinned_bytes += bytes;
+    }
     int32_t *h_tokens = nullptr;
     unsigned long long *h_argmax = nullptr;
     int32_t *h_sampled = nullptr;
@@ -174,6 +183,8 @@ public:
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
     void flush_commit(SequenceState &state) override;
     void copy_state(SequenceState &from, SequenceState &to) override;
+    void export_state(SequenceState &state, float *recurrent, float *conv) override;
+    void import_state(SequenceState &state, const float *recurrent, const float *conv) override;
     // The drafter's backend on this device with this backend's options: its own fc and layer
     // uploaded (bf16 matrices), the embeddings, final norm and output head this backend's device
     // tensors, kept alive by shared ownership (no copy).

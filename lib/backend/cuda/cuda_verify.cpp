@@ -90,9 +90,9 @@ void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits
     st.vkeys = reinterpret_cast<unsigned long long *>(v + act + beta);
     st.vints = reinterpret_cast<int32_t *>(v + act + beta + keys);
     st.desc = reinterpret_cast<int32_t *>(v + act + beta + keys + ints);
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_vints), tl.total * 4, cudaHostAllocDefault), "cudaHostAlloc");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_desc), (2 + F) * 4, cudaHostAllocDefault), "cudaHostAlloc");
-    check(cudaHostAlloc(reinterpret_cast<void **>(&st.h_vkeys), F * 8, cudaHostAllocDefault), "cudaHostAlloc");
+    st.alloc_pinned(st.h_vints, size_t(tl.total) * 4, "cudaHostAlloc");
+    st.alloc_pinned(st.h_desc, (2 + F) * 4, "cudaHostAlloc");
+    st.alloc_pinned(st.h_vkeys, F * 8, "cudaHostAlloc");
     check(cudaEventCreateWithFlags(&st.desc_event, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaMemsetAsync(st.desc, 0, (2 + F) * 4, st.stream), "cudaMemsetAsync(desc)");
 }
@@ -443,13 +443,48 @@ void CudaBackend::copy_state(SequenceState &from, SequenceState &to) {
     b.verified = false;
 }
 
+void CudaBackend::export_state(SequenceState &state, float *recurrent, float *conv) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    flush_commit(st);
+    // The device layout is the canonical one ([L][HV][V][K], [L][W-1][CC]): plain copies.
+    check(cudaMemcpyAsync(recurrent, st.recurrent, st.state_buf.bytes(), cudaMemcpyDeviceToHost, st.stream),
+          "cudaMemcpyAsync(export state)");
+    if (st.conv)
+        check(cudaMemcpyAsync(conv, st.conv, st.conv_buf.bytes(), cudaMemcpyDeviceToHost, st.stream),
+              "cudaMemcpyAsync(export conv cache)");
+    check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize(export state)");
+}
+
+void CudaBackend::import_state(SequenceState &state, const float *recurrent, const float *conv) {
+    CudaSequenceState &st = cast(state);
+    DeviceGuard g(device_);
+    check(cudaMemcpyAsync(st.recurrent, recurrent, st.state_buf.bytes(), cudaMemcpyHostToDevice, st.stream),
+          "cudaMemcpyAsync(import state)");
+    if (st.conv)
+        check(cudaMemcpyAsync(st.conv, conv, st.conv_buf.bytes(), cudaMemcpyHostToDevice, st.stream),
+              "cudaMemcpyAsync(import conv cache)");
+    // The imported state has no deferred commit: the device-side pending count goes to 0 too.
+    check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+    // The caller's buffers are pageable and may be freed on return: wait for the copies.
+    check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize(import state)");
+    st.pending_count = 0;
+    st.verified = false;
+}
+
 SessionMemory CudaBackend::session_memory(const SequenceState &state) const {
     const auto *p = dynamic_cast<const CudaSequenceState *>(&state);
     require(p != nullptr, SPECLA_ERR_INTERNAL, "a sequence state of another backend was passed to the CUDA backend");
+    // As the arena accounts them: each allocation rounded up to its alignment.
+    const size_t a = arena_->alignment();
+    auto dev = [a](const ArenaBuffer &b) { return b.get() ? (b.bytes() + a - 1) / a * a : size_t(0); };
     SessionMemory m;
-    m.state_bytes = p->state_buf.bytes() + p->conv_buf.bytes();
-    m.factor_bytes = p->factor_buf.bytes();
-    m.scratch_bytes = p->scratch_buf.bytes() + p->verify_buf.bytes() + p->snap_buf.bytes();
+    m.state_bytes = dev(p->state_buf) + dev(p->conv_buf);
+    m.factor_bytes = dev(p->factor_buf);
+    m.scratch_bytes = dev(p->scratch_buf) + dev(p->verify_buf) + dev(p->snap_buf);
+    m.device_bytes = m.state_bytes + m.factor_bytes + m.scratch_bytes;
+    m.scratch_bytes += p->pinned_bytes;
+    m.host_bytes = p->pinned_bytes;
     return m;
 }
 
