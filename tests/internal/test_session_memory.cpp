@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
+#include "engine/model.h"
 #include "memory/host_alloc.h"
-#include "model/model.h"
 #include "model/weights.h"
 #include "session/session.h"
 #include "spec/draft_tree.h"
