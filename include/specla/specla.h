@@ -653,7 +653,7 @@ SPECLA_API specla_status specla_generation_begin_text(specla_session *session, s
                                                       specla_generation **out);
 
 /* Run one step and describe it in `*out`. The first call feeds the prompt, in blocks (the
- * backend's interruptible block: 16 tokens on the CPU), checking for an abort before each, then
+ * backend's interruptible block: 8 tokens on the CPU), checking for an abort before each, then
  * picks the first token; every later call is one decoding step or one verification pass. The
  * step whose finish_reason is not SPECLA_FINISH_NONE is the last and carries the rest of the
  * text; a next call after it returns SPECLA_ERR_STATE. A failing step returns its status and
