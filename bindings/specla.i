@@ -472,6 +472,9 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %ignore SPECLA_LOG_INFO;
 %ignore SPECLA_LOG_WARN;
 %ignore SPECLA_LOG_ERROR;
+/* The pull generation's step points into the generation (its text has a length, the generic
+ * char * typemaps do not fit it): not wrapped straight from the header. */
+%ignore specla_generation_step;
 /* 64-bit limits written with C casts, which the target languages cannot spell as constants. */
 %ignore SPECLA_LIMIT_SESSION_STATE_BYTES;
 %ignore SPECLA_LIMIT_SESSION_TOKEN_BYTES;

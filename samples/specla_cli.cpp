@@ -1,7 +1,8 @@
 // specla: command-line front end of the library, written against the public C API only.
 //
 //   specla generate --model DIR (--tokens 1,2,3 | --prompt TEXT | --prompt-file F) [--max-tokens N]
-//                   [--temperature T --top-k K --top-p P --seed S] [--stop STR ...] [--backend cpu|cuda]
+//                   [--temperature T --top-k K --top-p P --seed S] [--stop STR ... [--include-stop]]
+//                   [--include-special] [--verbose] [--backend cpu|cuda]
 //                   [--speculative [--drafter DIR] [--draft-nodes N --draft-depth D --tree-top-k K ...]]
 //   specla logits   --model DIR --tokens 1,2,3 --out FILE.safetensors
 #include <CLI/CLI.hpp>
@@ -75,19 +76,6 @@ void load(const Common &c, Loaded &l) {
     if (st != SPECLA_OK) die("cannot create a session", st);
 }
 
-bool print_piece(int32_t, const char *piece, void *) {
-    std::fputs(piece, stdout);
-    std::fflush(stdout);
-    return true;
-}
-
-// Generated ids as they come: the buffer grows with the output, not with the budget (a
-// --max-tokens of 2^31 - 1 must not ask for 8 GiB up front).
-bool collect_id(int32_t token, const char *, void *ud) {
-    if (token >= 0) static_cast<std::vector<int32_t> *>(ud)->push_back(token);
-    return true;
-}
-
 // The prompt text as ids, as specla_generate_text would tokenize it (BOS per the tokenizer's
 // default, special tokens parsed), but with its length: text after a NUL byte is kept.
 std::vector<int32_t> tokenize_prompt(const Loaded &l, const std::string &text) {
@@ -122,8 +110,17 @@ void print_stats(const specla_spec_stats &st) {
                  st.mean_accepted_length);
 }
 
+// The finish reason as the --verbose line says it.
+void print_finish(const specla_generation_step &last, const std::vector<std::string> &stops) {
+    std::fprintf(stderr, "[finished: %s", specla_finish_reason_string(last.finish_reason));
+    if (last.finish_reason == SPECLA_FINISH_STOP_STRING && last.stop_index >= 0 && size_t(last.stop_index) < stops.size())
+        std::fprintf(stderr, " %d \"%s\"", last.stop_index, stops[size_t(last.stop_index)].c_str());
+    std::fprintf(stderr, "]\n");
+}
+
 int run_generate(const Common &c, const std::string &tokens, const std::string &prompt, const std::string &prompt_file,
-                 specla_generate_params gp, const std::vector<std::string> &stops, bool quiet, Speculation spec) {
+                 specla_generate_params gp, const std::vector<std::string> &stops, bool quiet, bool verbose,
+                 Speculation spec) {
     Loaded l;
     load(c, l);
     specla_drafter *drafter = nullptr;
@@ -136,14 +133,13 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
         const specla_status st = specla_drafter_create(l.model, spec.drafter, &drafter);
         if (st != SPECLA_OK) die("cannot create the drafter", st);
     }
-    specla_spec_stats stats{};
     std::vector<const char *> stop_ptrs;
     for (const auto &s : stops) stop_ptrs.push_back(s.c_str());
     gp.stop_strings = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
     gp.n_stop_strings = stop_ptrs.size();
 
-    // Both inputs become ids; generated ids reach us through on_token (no buffer sized by the
-    // budget), and with a tokenizer the pieces stream the text.
+    // Both inputs become ids; the generation hands back each step's ids and final text (the
+    // output grows with what is generated, not with the budget).
     const bool text_input = tokens.empty();
     std::vector<int32_t> ids, out;
     if (text_input) {
@@ -159,27 +155,34 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
             text = ss.str();
         }
         ids = tokenize_prompt(l, text);
-        gp.on_token = print_piece;
         if (!quiet) {  // the prompt first, so the continuation reads in place
             std::fwrite(text.data(), 1, text.size(), stdout);
             std::fflush(stdout);
         }
     } else {
         ids = parse_ids(tokens);
-        gp.on_token = collect_id;
-        gp.user_data = &out;
     }
     const auto t0 = std::chrono::steady_clock::now();
-    size_t n = 0;
-    specla_status st;
-    if (drafter) {
-        spec.params.generate = gp;
-        st = specla_generate_speculative(l.session, drafter, ids.data(), ids.size(), spec.params, nullptr, 0, &n,
-                                         &stats);
-    } else {
-        st = specla_generate(l.session, ids.data(), ids.size(), gp, nullptr, 0, &n);
-    }
+    spec.params.generate = gp;  // without a drafter only .generate is read
+    specla_generation *gen = nullptr;
+    specla_status st = specla_generation_begin(l.session, drafter, ids.data(), ids.size(), spec.params, &gen);
     if (st != SPECLA_OK) die("generation failed", st);
+    specla_generation_step step{};
+    size_t n = 0;
+    do {
+        st = specla_generation_next(gen, &step);
+        if (st != SPECLA_OK) die("generation failed", st);
+        n += step.n_tokens;
+        if (text_input) {
+            std::fwrite(step.text, 1, step.text_len, stdout);  // the text may hold NUL bytes
+            std::fflush(stdout);
+        } else {
+            out.insert(out.end(), step.tokens, step.tokens + step.n_tokens);
+        }
+    } while (step.finish_reason == SPECLA_FINISH_NONE);
+    specla_spec_stats stats{};
+    specla_generation_stats(gen, &stats);
+    specla_generation_free(gen);
     if (!text_input)
         for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
     std::printf("\n");
@@ -188,6 +191,7 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
         std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
         if (drafter) print_stats(stats);
     }
+    if (verbose) print_finish(step, stops);
     specla_drafter_free(drafter);
     return 0;
 }
@@ -244,7 +248,7 @@ int main(int argc, char **argv) {
     Common gen_c, log_c;
     std::string gen_tokens, prompt, prompt_file, log_tokens, out_path;
     std::vector<std::string> stops;
-    bool quiet = false;
+    bool quiet = false, verbose = false;
     specla_generate_params gp = specla_generate_default_params();
 
     CLI::App *gen = app.add_subcommand("generate", "generate tokens (ids) or text from a prompt");
@@ -263,6 +267,9 @@ int main(int argc, char **argv) {
     gen->add_option("--stop", stops, "stop once the generated text contains this string (repeatable)");
     gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
     gen->add_flag("--quiet,-q", quiet, "print only the generated text or ids (no prompt echo, no timing line)");
+    gen->add_flag("--verbose,-v", verbose, "say on stderr why generation finished (EOS, stop string, budget)");
+    gen->add_flag("--include-stop", gp.include_stop_string, "keep the stop string that ended generation in the text");
+    gen->add_flag("--include-special", gp.include_special_tokens, "keep special tokens (EOS) in the text");
     Speculation spec;
     gen->add_flag("--speculative,-s", spec.on,
                   "speculative decoding (same output), with the prompt-lookup drafter unless --drafter is given");
@@ -290,6 +297,6 @@ int main(int argc, char **argv) {
     lg->add_option("--out", out_path, "output .safetensors file (tensor 'logits' [n, vocab] F32)")->required();
 
     CLI11_PARSE(app, argc, argv);
-    if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet, spec);
+    if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet, verbose, spec);
     return run_logits(log_c, log_tokens, out_path);
 }

@@ -377,10 +377,13 @@ typedef struct specla_sampling_params {
 
 SPECLA_API specla_sampling_params specla_sampling_default_params(void);
 
-/* Streaming callback: one call per generated token. `piece` is the newly completed UTF-8 text
- * (possibly "" while a multi-byte character is incomplete, or when the model has no tokenizer).
- * Return false to stop generation early (not an error). After the last token, one more call with
- * token -1 delivers text the decoder held back, if any (its return value is ignored). */
+/* Streaming callback: one call per generated token. `piece` is the text this token made final
+ * (UTF-8, never taken back later): possibly "" while a multi-byte character is incomplete, while
+ * the text may still be the start of a stop string (held back until it is not), for a special
+ * token left out of the text, or when the model has no tokenizer; it may also carry text held
+ * back at earlier tokens. Return false to stop generation early (not an error). After the last
+ * token, one more call with token -1 delivers text held back until then, if any (its return value
+ * is ignored). The pieces concatenate to the generated text. */
 typedef bool (*specla_token_callback)(int32_t token, const char *piece, void *user_data);
 
 typedef struct specla_generate_params {
@@ -389,11 +392,24 @@ typedef struct specla_generate_params {
     specla_token_callback on_token;   /* may be NULL */
     void *user_data;
     const char *const *stop_strings;  /* generation stops after the token that completes one of
-                                         these in the generated text (needs a tokenizer; the
-                                         text keeps it); may be NULL when n_stop_strings is 0;
-                                         no entry may be NULL or empty */
+                                         these in the generated text (needs a tokenizer); the
+                                         text ends where the stop string begins (see
+                                         include_stop_string); may be NULL when n_stop_strings
+                                         is 0; no entry may be NULL, empty or invalid UTF-8.
+                                         When several complete, the one that ends first in the
+                                         text wins (then the one that starts first, then the
+                                         lowest index). Copied by the call. */
     size_t n_stop_strings;            /* at most SPECLA_LIMIT_STOP_STRINGS */
     bool stop_at_eos;                 /* stop after the model's EOS token (default true) */
+    /* What the text holds (appended fields): */
+    bool include_special_tokens;      /* special tokens (EOS, BOS...) appear in the generated
+                                         text; default false: left out of the text (the token
+                                         ids still include them) */
+    bool include_stop_string;         /* the text keeps the stop string that ended generation,
+                                         then ends (the rest of the token that completed it is
+                                         cut off either way); default false: the text ends
+                                         where the stop string begins, and streamed text holds
+                                         back what may still become one */
 } specla_generate_params;
 
 SPECLA_API specla_generate_params specla_generate_default_params(void);
@@ -627,6 +643,108 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
                                                     bool deferred_commit, int32_t *accepted_nodes,
                                                     size_t *n_accepted, int32_t *bonus_token,
                                                     float *node_logits);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Pull-style generation                                                                       */
+/* ------------------------------------------------------------------------------------------ */
+
+/* The generation of specla_generate / specla_generate_speculative, driven by the caller one step
+ * at a time (both are one implementation: with the same arguments they give the same tokens and
+ * the same text). A step is one decoding step, or with a drafter one verification pass, so
+ * speculative output arrives as soon as it is verified. Any thread may ask it to stop.
+ *
+ *     specla_generation *gen = NULL;
+ *     specla_spec_params p = specla_spec_default_params();     (p.generate: budget, stops...)
+ *     if (specla_generation_begin_text(session, NULL, "def f(", 6, p, &gen) == SPECLA_OK) {
+ *         specla_generation_step step;
+ *         while (specla_generation_next(gen, &step) == SPECLA_OK) {
+ *             fwrite(step.text, 1, step.text_len, stdout);
+ *             if (step.finish_reason != SPECLA_FINISH_NONE) break;
+ *         }
+ *         specla_generation_free(gen);
+ *     }
+ *
+ * While a generation has not ended, its session and drafter belong to it: other calls on them
+ * (generation, evaluation, reset, verification, another begin) return SPECLA_ERR_STATE. Freeing
+ * the session or the drafter ends it (its handle must still be freed). */
+typedef struct specla_generation specla_generation;
+
+typedef enum specla_finish_reason {
+    SPECLA_FINISH_NONE = 0,        /* not finished: more steps follow */
+    SPECLA_FINISH_EOS = 1,         /* the model's EOS token (params.generate.stop_at_eos) */
+    SPECLA_FINISH_STOP_STRING = 2, /* a stop string completed; specla_generation_step.stop_index */
+    SPECLA_FINISH_MAX_TOKENS = 3,  /* params.generate.max_tokens tokens were generated */
+    SPECLA_FINISH_ABORTED = 4,     /* specla_generation_abort */
+    SPECLA_FINISH_ERROR = 5        /* a step failed: specla_generation_next returned its status */
+} specla_finish_reason;
+
+/* A short constant English name ("SPECLA_FINISH_EOS: end-of-sequence token"). */
+SPECLA_API const char *specla_finish_reason_string(specla_finish_reason reason);
+
+/* One step's output. The pointers point into the generation, which owns the buffers: they stay
+ * valid until the next call on it (specla_generation_next, _end or _free); copy what you keep. */
+typedef struct specla_generation_step {
+    const int32_t *tokens;               /* the tokens of this step (n_tokens; NULL when 0) */
+    size_t n_tokens;
+    const char *text;                    /* the text this step made final, text_len bytes plus a
+                                            NUL (a NUL inside only where the model decoded
+                                            U+0000); never taken back later; "" when there is
+                                            none yet (an incomplete character, a possible stop
+                                            string held back, a special token, no tokenizer) */
+    size_t text_len;
+    specla_finish_reason finish_reason;  /* SPECLA_FINISH_NONE unless this step was the last */
+    int32_t stop_index;                  /* SPECLA_FINISH_STOP_STRING: which of
+                                            params.generate.stop_strings; otherwise -1 */
+} specla_generation_step;
+
+/* Begin a generation on `session` after `prompt` (n_prompt ids; 0 continues the session's
+ * context), speculative when `drafter` is not NULL (every field of params applies; without a
+ * drafter only params.generate). params.generate.on_token must be NULL: the steps come from
+ * specla_generation_next. Stop strings are copied; nothing passed in is kept. Everything is
+ * checked here (SPECLA_ERR_INVALID_ARGUMENT naming the parameter, SPECLA_ERR_TOKEN_OUT_OF_RANGE,
+ * SPECLA_ERR_STATE when the session or the drafter is in use by a generation that has not
+ * ended), but nothing is evaluated: the first specla_generation_next feeds the prompt. `*out`
+ * owns the generation: release it with specla_generation_free (before or after its session). */
+SPECLA_API specla_status specla_generation_begin(specla_session *session, specla_drafter *drafter,
+                                                 const int32_t *prompt, size_t n_prompt,
+                                                 specla_spec_params params, specla_generation **out);
+
+/* The same from UTF-8 text (`prompt_len` bytes; NUL bytes are text), tokenized as
+ * specla_generate_text does (BOS per the tokenizer's default, special tokens parsed);
+ * SPECLA_ERR_STATE when the model has no tokenizer. */
+SPECLA_API specla_status specla_generation_begin_text(specla_session *session, specla_drafter *drafter,
+                                                      const char *prompt, size_t prompt_len,
+                                                      specla_spec_params params,
+                                                      specla_generation **out);
+
+/* Run one step and describe it in `*out`. The first call feeds the prompt, in blocks (the
+ * backend's interruptible block: 8 tokens on the CPU), checking for an abort before each, then
+ * picks the first token; every later call is one decoding step or one verification pass. The
+ * step whose finish_reason is not SPECLA_FINISH_NONE is the last and carries the rest of the
+ * text; a next call after it returns SPECLA_ERR_STATE. A failing step returns its status and
+ * finishes the generation with SPECLA_FINISH_ERROR. The session holds, between steps and after
+ * the end, the prompt (or the blocks of it fed before an abort) and every token of the steps
+ * returned, exactly as after specla_generate. */
+SPECLA_API specla_status specla_generation_next(specla_generation *gen, specla_generation_step *out);
+
+/* Ask the generation to stop. Callable from any thread, also while specla_generation_next runs
+ * on another: that call returns within one prompt block or one step, with SPECLA_FINISH_ABORTED
+ * (the tokens of a step that was running are kept and returned); if none runs, the next one
+ * does so at once. Nothing happens when the generation has finished already; SPECLA_ERR_STATE
+ * once it has ended (specla_generation_end, or its session or drafter freed). Never call it at
+ * the same time as specla_generation_free of the same handle. */
+SPECLA_API specla_status specla_generation_abort(specla_generation *gen);
+
+/* End the generation (finished or not): the session and the drafter are free for other calls;
+ * text still held back is dropped. Calling it again does nothing. */
+SPECLA_API specla_status specla_generation_end(specla_generation *gen);
+
+/* What the generation did so far (also after it ended); for a plain generation, each token is
+ * one step and nothing is drafted. */
+SPECLA_API specla_status specla_generation_stats(const specla_generation *gen, specla_spec_stats *out);
+
+/* End the generation if needed and release the handle. NULL is a no-op. */
+SPECLA_API void specla_generation_free(specla_generation *gen);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,5 @@
-// C API: sampling defaults and plain generation (ids and text).
+// C API: sampling defaults and plain generation (ids and text), run to completion on the
+// generation loop (lib/generate/generation.h) that the pull API steps through.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -7,8 +8,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
-#include "generate/generate.h"
-#include "generate/text_stream.h"
+#include "generate/generation.h"
 #include "session/session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -30,25 +30,48 @@ SamplingConfig sampling_for(const specla_session *session, const specla_sampling
     return s;
 }
 
-GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p, TextStream &stream) {
+GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p) {
     require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", p.max_tokens);
     GenerateOptions opts;
     opts.sampling = sampling_for(session, p.sampling);
     opts.seed = p.sampling.seed;
     opts.max_tokens = p.max_tokens;
     opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
-    opts.on_token = [&stream](int32_t t) { return stream.on_token(t); };
+    if (specla_token_callback cb = p.on_token) {
+        void *user_data = p.user_data;
+        opts.on_token = [cb, user_data](int32_t t, const std::string &piece) { return cb(t, piece.c_str(), user_data); };
+    }
     return opts;
+}
+
+TextOptions text_options(const specla_session *session, const specla_generate_params &p) {
+    TextOptions t;
+    t.tokenizer = tokenizer_of(session->model);
+    t.include_special = p.include_special_tokens;
+    t.include_stop_string = p.include_stop_string;
+    if (p.n_stop_strings) {
+        // The count first: a huge one (a -1 that became a size_t) must not make us read the array.
+        require(p.n_stop_strings <= SPECLA_LIMIT_STOP_STRINGS, SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings is ",
+                p.n_stop_strings, ", more than SPECLA_LIMIT_STOP_STRINGS (", SPECLA_LIMIT_STOP_STRINGS, ")");
+        require(p.stop_strings != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop_strings is NULL but n_stop_strings is ",
+                p.n_stop_strings);
+        for (size_t i = 0; i < p.n_stop_strings; ++i) {
+            require(p.stop_strings[i] != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop string ", i, " is NULL");
+            t.stop_strings.emplace_back(p.stop_strings[i]);
+        }
+    }
+    return t;
 }
 
 const Tokenizer *tokenizer_of(const specla_model *model) {
     return model->tokenizer ? model->tokenizer->impl.get() : nullptr;
 }
 
-std::vector<int32_t> encode_text_prompt(const specla_session *session, const char *prompt, const Tokenizer *&tok) {
-    tok = tokenizer_of(session->model);
+std::vector<int32_t> encode_text_prompt(const specla_session *session, const char *prompt, size_t prompt_len) {
+    const Tokenizer *tok = tokenizer_of(session->model);
     require(tok != nullptr, SPECLA_ERR_STATE, "this model has no tokenizer: generate from token ids instead");
-    std::vector<int32_t> ids = tok->encode(prompt, tok->add_bos_default(), /*parse_special=*/true);
+    std::vector<int32_t> ids =
+        tok->encode(std::string_view(prompt, prompt_len), tok->add_bos_default(), /*parse_special=*/true);
     require(!ids.empty() || session->impl->n_past() > 0, SPECLA_ERR_INVALID_ARGUMENT,
             "the prompt is empty and the session has no context to continue from");
     return ids;
@@ -66,6 +89,13 @@ void check_generate_args(const specla_session *session, const int32_t *prompt, s
             " (pass NULL and 0 to receive the ids through on_token only)");
 }
 
+void require_no_generation(const specla_session *session, const specla_drafter *drafter) {
+    require(!session || !session->generation, SPECLA_ERR_STATE,
+            "the session is in use by a generation that has not ended (specla_generation_end ends it)");
+    require(!drafter || !drafter->generation, SPECLA_ERR_STATE,
+            "the drafter is in use by a generation that has not ended (specla_generation_end ends it)");
+}
+
 char *library_string(const std::string &text) {
     char *buf = static_cast<char *>(std::malloc(text.size() + 1));
     if (!buf) throw std::bad_alloc();
@@ -74,17 +104,6 @@ char *library_string(const std::string &text) {
 }
 
 }  // namespace specla
-
-namespace {
-
-std::vector<int32_t> run_generate(specla_session *session, const int32_t *prompt, size_t n_prompt,
-                                  const specla_generate_params &params, TextStream &stream) {
-    auto out = generate(*session->impl, prompt, n_prompt, generate_options(session, params, stream));
-    stream.finish();
-    return out;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -106,6 +125,8 @@ SPECLA_API specla_generate_params specla_generate_default_params(void) {
     p.stop_strings = nullptr;
     p.n_stop_strings = 0;
     p.stop_at_eos = true;
+    p.include_special_tokens = false;
+    p.include_stop_string = false;
     return p;
 }
 
@@ -115,11 +136,13 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
     if (n_out) *n_out = 0;
     return guarded([&] {
         check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.max_tokens);
-        TextStream stream(tokenizer_of(session->model), params.on_token, params.user_data, params.stop_strings,
-                          params.n_stop_strings);
-        auto out = run_generate(session, prompt, n_prompt, params, stream);
-        if (out_tokens) std::copy(out.begin(), out.end(), out_tokens);
-        if (n_out) *n_out = out.size();
+        require_no_generation(session);
+        TextOptions text = text_options(session, params);
+        SpecOptions opts;
+        opts.gen = generate_options(session, params);
+        const GenerationResult r = run_generation(*session->impl, nullptr, prompt, n_prompt, opts, std::move(text));
+        if (out_tokens) std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
+        if (n_out) *n_out = r.tokens.size();
     });
 }
 
@@ -130,12 +153,14 @@ SPECLA_API specla_status specla_generate_text(specla_session *session, const cha
     return guarded([&] {
         require_arg(session, "session");
         require_arg(prompt, "prompt");
-        const Tokenizer *tok = nullptr;
-        const std::vector<int32_t> ids = encode_text_prompt(session, prompt, tok);
-        TextStream stream(tok, params.on_token, params.user_data, params.stop_strings, params.n_stop_strings);
-        auto out = run_generate(session, ids.data(), ids.size(), params, stream);
-        if (out_text) *out_text = library_string(stream.text());
-        if (n_generated) *n_generated = out.size();
+        require_no_generation(session);
+        const std::vector<int32_t> ids = encode_text_prompt(session, prompt, std::strlen(prompt));
+        TextOptions text = text_options(session, params);
+        SpecOptions opts;
+        opts.gen = generate_options(session, params);
+        const GenerationResult r = run_generation(*session->impl, nullptr, ids.data(), ids.size(), opts, std::move(text));
+        if (out_text) *out_text = library_string(r.text);
+        if (n_generated) *n_generated = r.tokens.size();
     });
 }
 

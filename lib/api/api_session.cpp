@@ -2,6 +2,7 @@
 #include "api/checked_size.h"
 #include "api/guard.h"
 #include "api/handles.h"
+#include "api/params.h"
 #include "session/session.h"
 
 using namespace specla;
@@ -10,6 +11,12 @@ namespace {
 Session &session_of(specla_session *s) {
     require_arg(s, "session");
     return *s->impl;
+}
+// A session that a pull generation is using (lib/api/api_generation.cpp) refuses other calls.
+Session &idle_session_of(specla_session *s) {
+    Session &session = session_of(s);
+    require_no_generation(s);
+    return session;
 }
 }  // namespace
 
@@ -42,10 +49,13 @@ SPECLA_API specla_status specla_session_create(specla_model *model, specla_sessi
     });
 }
 
-SPECLA_API void specla_session_free(specla_session *session) { delete session; }
+SPECLA_API void specla_session_free(specla_session *session) {
+    if (session) end_generation(session->generation);  // a generation still using it lets go first
+    delete session;
+}
 
 SPECLA_API specla_status specla_session_reset(specla_session *session) {
-    return guarded([&] { session_of(session).reset(); });
+    return guarded([&] { idle_session_of(session).reset(); });
 }
 
 SPECLA_API specla_status specla_session_n_past(const specla_session *session, int64_t *out) {
@@ -59,7 +69,7 @@ SPECLA_API specla_status specla_session_n_past(const specla_session *session, in
 SPECLA_API specla_status specla_session_eval(specla_session *session, const int32_t *tokens, size_t n_tokens,
                                              specla_logits_mode mode, float *logits, size_t logits_capacity) {
     return guarded([&] {
-        Session &s = session_of(session);
+        Session &s = idle_session_of(session);
         require_arg(tokens, "tokens");
         require(n_tokens > 0, SPECLA_ERR_INVALID_ARGUMENT, "n_tokens must be at least 1");
         const size_t vocab = size_t(s.config().vocab_size);
@@ -85,7 +95,7 @@ SPECLA_API specla_status specla_session_eval(specla_session *session, const int3
 SPECLA_API specla_status specla_session_get_state(specla_session *session, int32_t layer, float *out,
                                                   size_t capacity) {
     return guarded([&] {
-        Session &s = session_of(session);
+        Session &s = idle_session_of(session);
         require_arg(out, "out");
         const size_t needed = size_t(s.config().recurrent_state_floats_per_layer());
         require(capacity >= needed, SPECLA_ERR_CAPACITY, "state buffer holds ", capacity, " floats but ", needed,

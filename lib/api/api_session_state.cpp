@@ -1,6 +1,7 @@
 // C API: saving, restoring and copying a session's state; a session's memory.
 #include "api/guard.h"
 #include "api/handles.h"
+#include "api/params.h"
 #include "session/session.h"
 #include "session/session_state.h"
 
@@ -14,6 +15,7 @@ SPECLA_API specla_status specla_session_save_state(specla_session *session, void
                                                    size_t *n_needed) {
     return guarded([&] {
         require_arg(session, "session");
+        require_no_generation(session);  // its state is in flux until the generation ends
         Session &s = *session->impl;
         const size_t needed = encoded_state_size(s);
         if (n_needed) *n_needed = needed;
@@ -27,6 +29,7 @@ SPECLA_API specla_status specla_session_save_state(specla_session *session, void
 SPECLA_API specla_status specla_session_load_state(specla_session *session, const void *buf, size_t size) {
     return guarded([&] {
         require_arg(session, "session");
+        require_no_generation(session);  // its state is in flux until the generation ends
         require_arg(buf, "buf");
         decode_state(*session->impl, static_cast<const unsigned char *>(buf), size, "session state buffer");
     });
@@ -35,6 +38,7 @@ SPECLA_API specla_status specla_session_load_state(specla_session *session, cons
 SPECLA_API specla_status specla_session_save_state_file(specla_session *session, const char *path) {
     return guarded([&] {
         require_arg(session, "session");
+        require_no_generation(session);  // its state is in flux until the generation ends
         require_arg(path, "path");
         save_state_file(*session->impl, path);
     });
@@ -43,6 +47,7 @@ SPECLA_API specla_status specla_session_save_state_file(specla_session *session,
 SPECLA_API specla_status specla_session_load_state_file(specla_session *session, const char *path) {
     return guarded([&] {
         require_arg(session, "session");
+        require_no_generation(session);  // its state is in flux until the generation ends
         require_arg(path, "path");
         load_state_file(*session->impl, path);
     });
@@ -52,6 +57,8 @@ SPECLA_API specla_status specla_session_copy_state(specla_session *dst, specla_s
     return guarded([&] {
         require_arg(dst, "dst");
         require_arg(src, "src");
+        require_no_generation(dst);
+        require_no_generation(src);
         copy_state(*src->impl, *dst->impl);
     });
 }

@@ -9,7 +9,7 @@
 #include "api/handles.h"
 #include "api/params.h"
 #include "generate/rng.h"
-#include "generate/text_stream.h"
+#include "generate/generation.h"
 #include "session/session.h"
 #include "spec/eagle_drafter.h"
 #include "spec/prompt_lookup.h"
@@ -29,6 +29,10 @@ TreeAlgorithm algorithm_from(specla_tree_algorithm a) {
     fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", int(a));
 }
 
+}  // namespace
+
+namespace specla {
+
 void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     if (!out) return;
     specla_spec_stats r{};
@@ -44,9 +48,7 @@ void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     *out = r;
 }
 
-std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *drafter, const int32_t *prompt,
-                                     size_t n_prompt, const specla_spec_params &p, TextStream &stream,
-                                     specla_spec_stats *stats_out) {
+SpecOptions spec_options(const specla_session *session, const specla_drafter *drafter, const specla_spec_params &p) {
     require_arg(drafter, "drafter");
     require(drafter->model == session->model, SPECLA_ERR_INVALID_ARGUMENT,
             "the drafter was created for another model than the session's");
@@ -55,9 +57,8 @@ std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *dr
     require(p.tree_top_k >= 1 && p.tree_top_k <= SPECLA_LIMIT_DRAFT_TOP_K, SPECLA_ERR_INVALID_ARGUMENT,
             "tree_top_k must be in [1, SPECLA_LIMIT_DRAFT_TOP_K = ", SPECLA_LIMIT_DRAFT_TOP_K, "], got ", p.tree_top_k);
     require(!std::isnan(p.tree_prune_margin), SPECLA_ERR_INVALID_ARGUMENT, "tree_prune_margin must not be NaN");
-    Session &s = *session->impl;
     SpecOptions opts;
-    opts.gen = generate_options(session, p.generate, stream);
+    opts.gen = generate_options(session, p.generate);
     opts.budget.max_nodes = p.max_draft_nodes;
     opts.budget.max_depth = p.max_draft_depth;
     opts.budget.top_k = p.tree_top_k;
@@ -65,11 +66,21 @@ std::vector<int32_t> run_speculative(specla_session *session, specla_drafter *dr
     opts.budget.size_from_cost = p.tree_size_from_cost;
     opts.algorithm = algorithm_from(p.tree_algorithm);
     opts.deferred_commit = p.deferred_commit;
-    SpecStats stats;
-    auto out = generate_speculative(s, *drafter->impl, prompt, n_prompt, opts, stats);
-    stream.finish();
-    fill_stats(stats, stats_out);
-    return out;
+    return opts;
+}
+
+}  // namespace specla
+
+namespace {
+
+GenerationResult run_speculative(specla_session *session, specla_drafter *drafter, const int32_t *prompt,
+                                 size_t n_prompt, const specla_spec_params &p, specla_spec_stats *stats_out) {
+    require_no_generation(session, drafter);
+    TextOptions text = text_options(session, p.generate);
+    const SpecOptions opts = spec_options(session, drafter, p);
+    GenerationResult r = run_generation(*session->impl, drafter->impl.get(), prompt, n_prompt, opts, std::move(text));
+    fill_stats(r.stats, stats_out);
+    return r;
 }
 
 }  // namespace
@@ -120,7 +131,10 @@ SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla
     });
 }
 
-SPECLA_API void specla_drafter_free(specla_drafter *drafter) { delete drafter; }
+SPECLA_API void specla_drafter_free(specla_drafter *drafter) {
+    if (drafter) end_generation(drafter->generation);  // a generation still using it lets go first
+    delete drafter;
+}
 
 SPECLA_API specla_spec_params specla_spec_default_params(void) {
     specla_spec_params p{};
@@ -142,11 +156,9 @@ SPECLA_API specla_status specla_generate_speculative(specla_session *session, sp
     if (n_out) *n_out = 0;
     return guarded([&] {
         check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.generate.max_tokens);
-        TextStream stream(tokenizer_of(session->model), params.generate.on_token, params.generate.user_data,
-                          params.generate.stop_strings, params.generate.n_stop_strings);
-        auto out = run_speculative(session, drafter, prompt, n_prompt, params, stream, stats);
-        if (out_tokens) std::copy(out.begin(), out.end(), out_tokens);
-        if (n_out) *n_out = out.size();
+        const GenerationResult r = run_speculative(session, drafter, prompt, n_prompt, params, stats);
+        if (out_tokens) std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
+        if (n_out) *n_out = r.tokens.size();
     });
 }
 
@@ -159,13 +171,11 @@ SPECLA_API specla_status specla_generate_speculative_text(specla_session *sessio
     return guarded([&] {
         require_arg(session, "session");
         require_arg(prompt, "prompt");
-        const Tokenizer *tok = nullptr;
-        const std::vector<int32_t> ids = encode_text_prompt(session, prompt, tok);
-        TextStream stream(tok, params.generate.on_token, params.generate.user_data, params.generate.stop_strings,
-                          params.generate.n_stop_strings);
-        auto out = run_speculative(session, drafter, ids.data(), ids.size(), params, stream, stats);
-        if (out_text) *out_text = library_string(stream.text());
-        if (n_generated) *n_generated = out.size();
+        require_no_generation(session, drafter);
+        const std::vector<int32_t> ids = encode_text_prompt(session, prompt, std::strlen(prompt));
+        const GenerationResult r = run_speculative(session, drafter, ids.data(), ids.size(), params, stats);
+        if (out_text) *out_text = library_string(r.text);
+        if (n_generated) *n_generated = r.tokens.size();
     });
 }
 
@@ -177,6 +187,7 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
     if (n_accepted) *n_accepted = 0;
     return guarded([&] {
         require_arg(session, "session");
+        require_no_generation(session);
         require_arg(n_accepted, "n_accepted");
         require_arg(bonus_token, "bonus_token");
         if (n_nodes) {

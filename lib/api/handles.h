@@ -24,6 +24,7 @@ struct specla_model {
 struct specla_session {
     std::unique_ptr<specla::Session> impl;
     specla_model *model = nullptr;  // borrowed: the model outlives its sessions
+    specla_generation *generation = nullptr;  // the pull generation using it until it ends
 };
 
 namespace specla {
@@ -33,4 +34,11 @@ class Drafter;
 struct specla_drafter {
     std::unique_ptr<specla::Drafter> impl;
     const specla_model *model = nullptr;  // borrowed
+    specla_generation *generation = nullptr;  // the pull generation using it until it ends
 };
+
+namespace specla {
+// Ends a pull generation (lib/api/api_generation.cpp): it lets go of its session and drafter,
+// which are free for other calls (or for specla_*_free) afterwards. Nothing when already ended.
+void end_generation(specla_generation *generation) noexcept;
+}  // namespace specla

@@ -162,6 +162,11 @@ public:
     virtual SessionMemory session_memory(const SequenceState &state) const;
     // Wait until the state's queued device work is done (timing); CPU work is synchronous.
     virtual void synchronize(SequenceState &state) {}
+    // How many prompt tokens a generation feeds per block between two checks for an abort
+    // request (lib/generate/generation.h), within the session's max_batch_tokens; 0: the
+    // largest block. A backend whose results do not depend on the block size, and whose small
+    // blocks cost no more per token, returns a block short enough to stop quickly.
+    virtual int32_t interruptible_block_tokens() const { return 0; }
 };
 
 std::unique_ptr<Backend> create_cpu_backend(const ModelConfig &config, ModelWeights weights, int32_t n_threads);

@@ -2,54 +2,98 @@
 
 #include <algorithm>
 
+#include "specla/specla.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 #include "util/error.h"
 
 namespace specla {
 
-TextStream::TextStream(const Tokenizer *tokenizer, specla_token_callback callback, void *user_data,
-                       const char *const *stop_strings, size_t n_stop_strings)
-    : callback_(callback), user_data_(user_data) {
-    if (n_stop_strings) {
-        require(n_stop_strings <= SPECLA_LIMIT_STOP_STRINGS, SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings is ",
-                n_stop_strings, ", more than SPECLA_LIMIT_STOP_STRINGS (", SPECLA_LIMIT_STOP_STRINGS, ")");
-        require(stop_strings != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop_strings is NULL but n_stop_strings is ",
-                n_stop_strings);
-        require(tokenizer != nullptr, SPECLA_ERR_STATE, "stop strings need a tokenizer, and this model has none");
-        for (size_t i = 0; i < n_stop_strings; ++i) {
-            require(stop_strings[i] != nullptr && stop_strings[i][0] != '\0', SPECLA_ERR_INVALID_ARGUMENT,
-                    "stop string ", i, " is NULL or empty");
-            stops_.emplace_back(stop_strings[i]);
-            longest_stop_ = std::max(longest_stop_, stops_.back().size());
-        }
+TextStream::TextStream(TextOptions options) : options_(std::move(options)) {
+    const std::vector<std::string> &stops = options_.stop_strings;
+    require(stops.size() <= SPECLA_LIMIT_STOP_STRINGS, SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings is ", stops.size(),
+            ", more than SPECLA_LIMIT_STOP_STRINGS (", SPECLA_LIMIT_STOP_STRINGS, ")");
+    if (!stops.empty())
+        require(options_.tokenizer != nullptr, SPECLA_ERR_STATE, "stop strings need a tokenizer, and this model has none");
+    for (size_t i = 0; i < stops.size(); ++i) {
+        require(!stops[i].empty(), SPECLA_ERR_INVALID_ARGUMENT, "stop string ", i, " is empty");
+        // Generated text is valid UTF-8, so an invalid stop string could never match it whole;
+        // valid ones also make every held-back boundary a character boundary.
+        const size_t bad = tok::utf8_first_invalid(stops[i]);
+        require(bad == stops[i].size(), SPECLA_ERR_INVALID_ARGUMENT, "stop string ", i,
+                " is not valid UTF-8 (at byte ", bad, ")");
+        longest_stop_ = std::max(longest_stop_, stops[i].size());
     }
-    if (tokenizer) decoder_ = std::make_unique<StreamDecoder>(*tokenizer, /*skip_special=*/false);
+    if (options_.tokenizer)
+        decoder_ = std::make_unique<StreamDecoder>(*options_.tokenizer, /*skip_special=*/!options_.include_special);
 }
 
 TextStream::~TextStream() = default;
 
-bool TextStream::on_token(int32_t token) {
-    std::string piece;
-    if (decoder_) piece = decoder_->push(token);
-    const size_t before = text_.size();
-    text_ += piece;
-    bool keep_going = true;
-    if (callback_) keep_going = callback_(token, piece.c_str(), user_data_);
-    if (!stops_.empty() && !piece.empty()) {
-        // Only the region the new piece could complete needs searching.
-        const size_t from = before >= longest_stop_ ? before - longest_stop_ + 1 : 0;
-        for (const std::string &s : stops_)
-            if (text_.find(s, from) != std::string::npos) keep_going = false;
-    }
-    return keep_going;
+TextStream::Piece TextStream::push(int32_t token) {
+    if (!decoder_ || stopped_) return {};
+    return take(decoder_->push(token));
 }
 
-std::string TextStream::finish() {
-    if (!decoder_) return {};
-    std::string rest = decoder_->flush();
-    text_ += rest;
-    if (!rest.empty() && callback_) callback_(-1, rest.c_str(), user_data_);
-    return rest;
+TextStream::Piece TextStream::finish() {
+    if (!decoder_ || stopped_) return {};
+    Piece p = take(decoder_->flush());
+    p.text += held_;  // nothing can complete a stop string any more
+    held_.clear();
+    stopped_ = true;
+    return p;
+}
+
+TextStream::Piece TextStream::take(const std::string &decoded) {
+    Piece out;
+    if (decoded.empty()) return out;
+    const bool include = options_.include_stop_string;
+    // The window a new match can lie in: recently released bytes (include mode only; otherwise
+    // released text never begins a match), the held bytes, the new bytes (from `fresh` on).
+    const size_t base = recent_.size();
+    std::string window = recent_ + held_ + decoded;
+    const size_t fresh = base + held_.size();
+    size_t best_end = SIZE_MAX, best_start = 0;
+    for (size_t i = 0; i < options_.stop_strings.size(); ++i) {
+        const std::string &s = options_.stop_strings[i];
+        // Only a match that ends in the new bytes is new: it starts after fresh - s.size().
+        const size_t from = fresh + 1 >= s.size() ? fresh + 1 - s.size() : 0;
+        const size_t at = window.find(s, from);
+        if (at == std::string::npos) continue;
+        const size_t end = at + s.size();
+        if (end < best_end || (end == best_end && at < best_start)) {
+            best_end = end, best_start = at;
+            out.stop_index = int32_t(i);
+        }
+    }
+    if (out.stop_index >= 0) {
+        const size_t cut = std::max(include ? best_end : best_start, base);
+        out.text = window.substr(base, cut - base);
+        held_.clear();
+        recent_.clear();
+        stopped_ = true;
+        return out;
+    }
+    held_.append(decoded);
+    const size_t n = include ? held_.size() : releasable();
+    out.text = held_.substr(0, n);
+    held_.erase(0, n);
+    if (include && longest_stop_ > 1) {
+        recent_ += out.text;
+        if (recent_.size() > longest_stop_ - 1) recent_.erase(0, recent_.size() - (longest_stop_ - 1));
+    }
+    return out;
+}
+
+size_t TextStream::releasable() const {
+    size_t keep = 0;  // the longest suffix of held_ that is a proper prefix of a stop string
+    for (const std::string &s : options_.stop_strings)
+        for (size_t len = std::min(held_.size(), s.size() - 1); len > keep; --len)
+            if (held_.compare(held_.size() - len, len, s, 0, len) == 0) {
+                keep = len;
+                break;
+            }
+    return held_.size() - keep;
 }
 
 }  // namespace specla

@@ -73,6 +73,9 @@ public:
 
     int64_t n_past() const { return int64_t(context_.size()); }  // includes a pending token
     bool has_pending() const { return pending_.has_value(); }
+    // Whether sample_next (and a verification without a pending token) has something to start
+    // from: a pending token, or the logits of the last token evaluated.
+    bool can_continue() const { return pending_.has_value() || last_logits_valid_; }
     const std::vector<int32_t> &context() const { return context_; }
     SequenceState &state() { return *state_; }
     // Record tokens fed through the backend directly (speculative commit).

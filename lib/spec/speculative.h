@@ -1,6 +1,7 @@
-// Speculative generation: each step the drafter proposes a tree after the context, the target
+// Speculative decoding's pass: the drafter proposes a tree after the context, the target
 // verifies all of it in one pass, the acceptance rule keeps a path plus the target's own next
-// token, and the path is committed from the verification's factors.
+// token, and the path is committed from the verification's factors. The generation loop that
+// runs passes is lib/generate/generation.h; generate_speculative() runs it to completion.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 namespace specla {
 
 struct SpecOptions {
-    GenerateOptions gen;         // sampling, seed, token budget, EOS, streaming callback
+    GenerateOptions gen;         // sampling, seed, token budget, EOS, per-token hook
     DraftBudget budget;          // per step
     bool deferred_commit = true;
     TreeAlgorithm algorithm = TreeAlgorithm::Auto;
@@ -31,8 +32,18 @@ struct SpecStats {
     int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
 };
 
+// Runs a speculative generation (lib/generate/generation.h) to completion, without text.
 std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
                                           const SpecOptions &opts, SpecStats &stats);
+
+// Verify a tree and accept (the session's state is not changed; commit follows). Greedy
+// acceptance needs only the target's argmax per row (a GPU backend then copies no logits) unless
+// the sampler restricts the candidates or need_logits; sampling needs the logits. root, nodes,
+// choice: scratch the caller reuses. features (may be null): where the pass's features go, the
+// root row then one per node, for drafters that read them.
+void verify_and_accept(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,
+                       TreeAlgorithm algorithm, bool need_logits, std::vector<float> &root, std::vector<float> &nodes,
+                       std::vector<int32_t> &choice, AcceptResult &acc, std::vector<float> *features = nullptr);
 
 // One verification step on a given tree (the low-level primitive): verify, accept with the
 // sampler (greedy or lossless sampling), commit the path, leave the bonus pending.

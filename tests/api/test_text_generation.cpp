@@ -1,6 +1,7 @@
 // Text in, text out on gdn-pycode-22m: streamed pieces concatenate to the returned text and to the
-// detokenized ids; stop strings end generation right after the token that completes them;
-// speculative text generation streams exactly the same text as plain generation.
+// detokenized ids; stop strings end generation at the token that completes them and the text
+// where they begin (or end, with include_stop_string); speculative text generation streams
+// exactly the same text as plain generation. The pull API: test_generation_pull.cpp.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -22,17 +23,6 @@ bool collect(int32_t token, const char *piece, void *user) {
     if (token >= 0) c->tokens.push_back(token);
     c->text += piece;
     return true;
-}
-
-std::string detokenize(specla_model *m, const std::vector<int32_t> &ids) {
-    const specla_tokenizer *tok = nullptr;
-    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
-    size_t n = 0;
-    specla_detokenize(tok, ids.data(), ids.size(), false, nullptr, 0, &n);
-    std::string out(n + 1, '\0');
-    REQUIRE(specla_detokenize(tok, ids.data(), ids.size(), false, out.data(), out.size(), &n) == SPECLA_OK);
-    out.resize(n);
-    return out;
 }
 
 const char *kPrompt = "import os\n\n\ndef read_lines(path):\n    \"\"\"Return the lines of a text file.\"\"\"\n";
@@ -60,7 +50,7 @@ TEST_CASE("text generation streams the detokenized output and honours stop strin
     CHECK(n == 48);
     CHECK(plain.tokens.size() == 48);
     CHECK(returned == plain.text);
-    CHECK(returned == detokenize(model.m, plain.tokens));
+    CHECK(returned == test::detokenize(model.m, plain.tokens));
     CHECK(!returned.empty());
 
     SUBCASE("a stop string ends generation after the token that completes it") {
@@ -74,17 +64,23 @@ TEST_CASE("text generation streams the detokenized output and honours stop strin
         const char *stops[] = {stop.c_str()};
         gp.stop_strings = stops;
         gp.n_stop_strings = 1;
-        test::SessionHandle s(model.m);
-        REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
-        const std::string got = text;
-        specla_string_free(text);
-        // The text contains the stop string, ends within the token that completed it, and is a
-        // prefix of the unstopped output.
-        CHECK(got.find(stop) == first);
-        CHECK(returned.compare(0, got.size(), got) == 0);
-        CHECK(n < 48);
-        CHECK(detokenize(model.m, std::vector<int32_t>(stopped.tokens.begin(), stopped.tokens.end() - 1)).find(stop) ==
-              std::string::npos);
+        for (bool include : {false, true}) {
+            CAPTURE(include);
+            stopped = Collected{};
+            gp.include_stop_string = include;
+            test::SessionHandle s(model.m);
+            REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
+            const std::string got = text;
+            specla_string_free(text);
+            // The text ends where the stop string begins (or, including it, right after it: the
+            // rest of the token that completed it is cut off), and the streamed pieces say the same.
+            CHECK(got == returned.substr(0, include ? first + stop.size() : first));
+            CHECK(stopped.text == got);
+            CHECK(n < 48);
+            CHECK(test::detokenize(model.m, std::vector<int32_t>(stopped.tokens.begin(), stopped.tokens.end() - 1))
+                      .find(stop) == std::string::npos);
+            CHECK(test::detokenize(model.m, stopped.tokens).find(stop) != std::string::npos);
+        }
     }
 
     SUBCASE("speculative text generation streams the same text") {

@@ -147,6 +147,30 @@ CUT=$("$CLI" generate --model "$PYCODE" --prompt-file "$WORK/cut.txt" --max-toke
 [[ "$FULL" != "$CUT" ]] || die "the text after the NUL byte did not reach the model (same continuation as without it)"
 echo "a NUL in --prompt-file: the whole file is the prompt"
 
+step "streamed text, stop strings and the finish reason"
+# The text ends where the stop string begins (with --include-stop right after it, not at the end
+# of the token that completed it), and --verbose says why generation finished.
+printf 'x = 1\ndef _helper():\n    return 2\n\n\n' >"$WORK/def.txt"
+for spec in "" --speculative; do
+    # (A sentinel keeps the trailing newlines that command substitution would strip; the
+    # program ends its output with one newline of its own.)
+    OUT=$("$CLI" generate --model "$PYCODE" --prompt-file "$WORK/def.txt" --max-tokens 200 --stop "def " -q -v $spec \
+        2>"$WORK/err"; echo x) || { cat "$WORK/err" >&2; die "generate with --stop failed"; }
+    OUT=${OUT%$'\n'x}
+    grep -q "SPECLA_FINISH_STOP_STRING" "$WORK/err" && grep -q 'stop string 0 "def "' "$WORK/err" \
+        || { cat "$WORK/err" >&2; die "--verbose did not name the stop string $spec"; }
+    [[ "$OUT" != *"def "* ]] || die "the stop string is in the text $spec: '$OUT'"
+    INC=$("$CLI" generate --model "$PYCODE" --prompt-file "$WORK/def.txt" --max-tokens 200 --stop "def " \
+        --include-stop -q $spec; echo x) || die "generate with --include-stop failed"
+    INC=${INC%$'\n'x}
+    [[ "$INC" == "${OUT}def " ]] || die "--include-stop did not end the text right after the stop string $spec: '$INC'"
+done
+EOS=$("$CLI" generate --model "$PYCODE" --prompt "if __name__ == '__main__':" --max-tokens 64 -q -v 2>"$WORK/err") \
+    || die "generate to EOS failed"
+grep -q SPECLA_FINISH_EOS "$WORK/err" || { cat "$WORK/err" >&2; die "--verbose did not report EOS"; }
+[[ "$EOS" != *"<|endoftext|>"* ]] || die "EOS text is in the generated text: '$EOS'"
+echo "stop strings cut the text; EOS left out; finish reasons reported"
+
 step "bad arguments are refused"
 expect_fail "no subcommand" "subcommand" --
 expect_fail "unknown subcommand" -- frobnicate

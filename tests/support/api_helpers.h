@@ -86,4 +86,17 @@ inline std::vector<int32_t> tokenize(specla_model *m, const std::string &text) {
     return ids;
 }
 
+// Ids to text with the model's tokenizer; special tokens left out, as generated text leaves them
+// out by default (specla_generate_params.include_special_tokens).
+inline std::string detokenize(specla_model *m, const std::vector<int32_t> &ids, bool skip_special = true) {
+    const specla_tokenizer *tok = nullptr;
+    REQUIRE(specla_model_tokenizer(m, &tok) == SPECLA_OK);
+    size_t n = 0;
+    specla_detokenize(tok, ids.data(), ids.size(), skip_special, nullptr, 0, &n);
+    std::string out(n + 1, '\0');
+    REQUIRE(specla_detokenize(tok, ids.data(), ids.size(), skip_special, out.data(), out.size(), &n) == SPECLA_OK);
+    out.resize(n);
+    return out;
+}
+
 }  // namespace test
