@@ -494,6 +494,14 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
     expect_error(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, specla_sampling_default_params(), true,
                                             nullptr, &n_acc, &bonus, nullptr),
                  SPECLA_ERR_STATE, "session is in use");
+    size_t needed = 0;
+    expect_error(specla_session_save_state(s.s, nullptr, 0, &needed), SPECLA_ERR_STATE, "session is in use");
+    const char state_bytes[8] = {};
+    expect_error(specla_session_load_state(s.s, state_bytes, sizeof state_bytes), SPECLA_ERR_STATE,
+                 "session is in use");
+    test::SessionHandle fork_target(model.m);
+    expect_error(specla_session_copy_state(fork_target.s, s.s), SPECLA_ERR_STATE, "session is in use");
+    expect_error(specla_session_copy_state(s.s, fork_target.s), SPECLA_ERR_STATE, "session is in use");
     CHECK(second == nullptr);
 
     Output o;

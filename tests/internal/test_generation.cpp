@@ -7,8 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include "engine/model.h"
 #include "generate/generation.h"
-#include "model/model.h"
 #include "session/session.h"
 #include "support/fixture.h"
 #include "util/error.h"
