@@ -49,14 +49,17 @@ extern "C" {
 #define SPECLA_VERSION_PATCH 0
 /* Bumped whenever a struct layout or a signature in this header changes incompatibly; it is the
  * SONAME suffix of the shared library (libspecla.so.<SPECLA_ABI_VERSION>). */
-#define SPECLA_ABI_VERSION 1
+#define SPECLA_ABI_VERSION 2
 
 /* "major.minor.patch" of the library actually loaded (may differ from the header's macros). */
 SPECLA_API const char *specla_version(void);
 /* The same as numbers; any pointer may be NULL. */
 SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch);
+/* SPECLA_ABI_VERSION of the library actually loaded: a program compares it with the header's macro
+ * to detect a library whose struct layouts differ from the ones it was compiled against. */
+SPECLA_API int specla_abi_version(void);
 /* Whether this build of the library contains the CUDA backend. It is a module the library loads
- * (libspecla_cuda.so.1, beside libspecla) when a model asks for SPECLA_BACKEND_CUDA; true here says
+ * (libspecla_cuda.so.<SPECLA_ABI_VERSION>, beside libspecla) when a model asks for SPECLA_BACKEND_CUDA; true here says
  * nothing about whether the module, the CUDA libraries or a GPU are present: specla_model_load
  * reports those as SPECLA_ERR_BACKEND_UNAVAILABLE with a message naming what is missing. */
 SPECLA_API bool specla_has_cuda(void);

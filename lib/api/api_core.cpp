@@ -20,6 +20,8 @@ SPECLA_API void specla_version_numbers(int *major, int *minor, int *patch) {
     if (patch) *patch = SPECLA_VERSION_PATCH;
 }
 
+SPECLA_API int specla_abi_version(void) { return SPECLA_ABI_VERSION; }
+
 SPECLA_API bool specla_has_cuda(void) {
 #ifdef SPECLA_WITH_CUDA
     return true;

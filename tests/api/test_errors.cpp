@@ -616,6 +616,7 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     specla_string_free(nullptr);
     specla_version_numbers(nullptr, nullptr, nullptr);
     CHECK(specla_version() != nullptr);
+    CHECK(specla_abi_version() == SPECLA_ABI_VERSION);
     CHECK(std::string(specla_status_string(static_cast<specla_status>(14))).size() > 0);
 
     // Model.
