@@ -162,13 +162,14 @@ class Session:
         session as it was."""
         view = memoryview(state).cast("B")
         data: object
-        if view.readonly or not view.c_contiguous:
-            data = view.tobytes() if not isinstance(state, bytes) else state
+        if view.readonly or not view.c_contiguous or not view.nbytes:
+            # (bytes pass as a pointer to their buffer; b"" too, so the library sees an empty
+            # state, not a NULL buffer.)
+            data = state if isinstance(state, bytes) else view.tobytes()
         else:
             data = (ctypes.c_char * view.nbytes).from_buffer(view)
         with self._handle.use() as ptr:
-            check(_capi.lib.specla_session_load_state(ptr, data if view.nbytes else None,
-                                                      view.nbytes))
+            check(_capi.lib.specla_session_load_state(ptr, data, view.nbytes))
 
     def save_state_file(self, path: StatePath) -> None:
         """:meth:`save_state` into a file (written as ``path``.part, then renamed over it)."""
