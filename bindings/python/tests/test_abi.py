@@ -36,6 +36,7 @@ def test_default_params_read_through_the_structs() -> None:
     assert gp.max_tokens == 128 and gp.stop_at_eos is True
     assert (gp.sampling.top_p, gp.n_stop_strings) == (1.0, 0)
     assert not gp.on_token and gp.user_data is None and not gp.stop_strings
+    assert (gp.include_special_tokens, gp.include_stop_string) == (False, False)
 
     dp = lib.specla_drafter_default_params()
     assert (dp.type, dp.min_ngram, dp.max_ngram, dp.max_draft_len, dp.max_branches) == \
@@ -45,10 +46,16 @@ def test_default_params_read_through_the_structs() -> None:
     spec = lib.specla_spec_default_params()
     assert spec.generate.max_tokens == 128 and spec.generate.stop_at_eos is True
     assert spec.generate.sampling.top_p == 1.0
+    assert (spec.generate.include_special_tokens, spec.generate.include_stop_string) == \
+        (False, False)
     assert (spec.max_draft_nodes, spec.max_draft_depth) == (4, 8)
     assert spec.tree_algorithm == _capi.SPECLA_TREE_AUTO
     assert spec.deferred_commit is True
     assert (spec.tree_top_k, spec.tree_prune_margin, spec.tree_size_from_cost) == (4, 8.0, True)
+
+
+def test_abi_version_of_the_loaded_library() -> None:
+    assert _capi.lib.specla_abi_version() == _capi.ABI_VERSION == 2
 
 
 def test_info_structs_match_the_checkpoint(model: specla.Model) -> None:

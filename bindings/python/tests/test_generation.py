@@ -33,7 +33,8 @@ def test_sampled_tokens_equal_the_c_api(session, cli) -> None:
 def test_text_equals_the_c_api(session, cli) -> None:
     r = specla.generate(session, PROMPT_TEXT, max_tokens=48)
     assert r.text == cli.text(PROMPT_TEXT, "--max-tokens", "48")
-    assert r.text == session.model.tokenizer.decode(r.tokens)
+    # The library's text: special tokens (an EOS that ended it) left out.
+    assert r.text == session.model.tokenizer.decode(r.tokens, skip_special=True)
     assert r.prompt_tokens == len(session.model.tokenizer.encode(PROMPT_TEXT))
 
 
@@ -65,11 +66,15 @@ def test_stop_strings(session, cli) -> None:
     base = specla.generate(session, PROMPT_TEXT, max_tokens=48)
     stop = base.text[10:14]
     session.reset()
-    r = specla.generate(session, PROMPT_TEXT, max_tokens=48, stop=[stop])
-    assert r.finish_reason == "stop"
-    assert stop in r.text and base.text.startswith(r.text)
+    r = specla.generate(session, PROMPT_TEXT, max_tokens=48, stop=["never seen", stop])
+    assert (r.finish_reason, r.stop_index) == ("stop", 1)
+    assert r.text == base.text[:10]  # ends where the stop string begins
     assert len(r.tokens) < len(base.tokens)
     assert r.text == cli.text(PROMPT_TEXT, "--max-tokens", "48", "--stop", stop)
+    session.reset()
+    kept = specla.generate(session, PROMPT_TEXT, max_tokens=48, stop=[stop],
+                           include_stop_string=True)
+    assert kept.text == base.text[:14] and kept.tokens == r.tokens
 
 
 def _check_stream(session, **kwargs) -> None:
@@ -109,7 +114,7 @@ def test_stream_close_cancels(session) -> None:
     # The worker has stopped and the session is free: it runs at most one token ahead.
     n_prompt = len(session.model.tokenizer.encode(PROMPT_TEXT))
     assert n_prompt + 3 <= session.n_past <= n_prompt + 5
-    assert s.result is not None and s.result.finish_reason == "cancelled"
+    assert s.result is not None and s.result.finish_reason == "aborted"
     with pytest.raises(StopIteration):
         next(s)
     # The session goes on from where the stream stopped.
@@ -135,7 +140,7 @@ def test_stream_cancel_event_from_another_thread(model, session) -> None:
             pieces.append(piece)
             if len(pieces) == 4:
                 threading.Thread(target=cancel.set).start()
-        assert s.result is not None and s.result.finish_reason == "cancelled"
+        assert s.result is not None and s.result.finish_reason == "aborted"
         assert 4 <= len(s.result.tokens) < 400
         assert "".join(pieces) == s.result.text
         assert s.result.text == model.tokenizer.decode(s.result.tokens)
@@ -146,7 +151,7 @@ def test_cancel_set_before_the_stream_starts(session) -> None:
     cancel.set()
     s = specla.stream(session, PROMPT_TEXT, max_tokens=10, cancel=cancel)
     assert list(s) == []
-    assert s.result is not None and s.result.finish_reason == "cancelled"
+    assert s.result is not None and s.result.finish_reason == "aborted"
     assert session.n_past == 0
 
 

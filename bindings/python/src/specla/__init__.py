@@ -22,7 +22,7 @@ from .errors import (AbortedError, BackendUnavailableError, CapacityError, Devic
 from .generation import (GenerationResult, SpecOptions, SpecStats, TextStream, generate,
                          stream)
 from .model import MemoryStats, Model, ModelInfo, has_cuda
-from .session import Session
+from .session import Session, SessionMemory
 from .tokenizer import StreamDecoder, Tokenizer, TokenizerInfo
 from .verify import VerifyResult, verify_tree
 
@@ -40,7 +40,7 @@ def library_path() -> str:
 
 
 __all__ = [
-    "Model", "ModelInfo", "MemoryStats", "Session", "Tokenizer", "TokenizerInfo",
+    "Model", "ModelInfo", "MemoryStats", "Session", "SessionMemory", "Tokenizer", "TokenizerInfo",
     "StreamDecoder", "Drafter", "generate", "stream", "TextStream", "GenerationResult",
     "SpecOptions", "SpecStats", "verify_tree", "VerifyResult", "has_cuda", "library_version",
     "library_path",

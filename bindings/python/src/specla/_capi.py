@@ -60,6 +60,15 @@ SPECLA_TREE_PARALLEL_WY = 2
 
 SPECLA_SPEC_MAX_DEPTH_STATS = 32
 
+SPECLA_SESSION_STATE_VERSION = 1
+
+SPECLA_FINISH_NONE = 0
+SPECLA_FINISH_EOS = 1
+SPECLA_FINISH_STOP_STRING = 2
+SPECLA_FINISH_MAX_TOKENS = 3
+SPECLA_FINISH_ABORTED = 4
+SPECLA_FINISH_ERROR = 5
+
 # ---- callbacks ------------------------------------------------------------------------------
 
 specla_progress_callback = CFUNCTYPE(c_bool, c_float, c_void_p)
@@ -118,6 +127,18 @@ class specla_session_params(Structure):
     ]
 
 
+class specla_session_memory(Structure):
+    _fields_ = [
+        ("state_bytes", c_size_t),
+        ("factor_bytes", c_size_t),
+        ("scratch_bytes", c_size_t),
+        ("context_bytes", c_size_t),
+        ("host_bytes", c_size_t),
+        ("device_bytes", c_size_t),
+        ("total_bytes", c_size_t),
+    ]
+
+
 class specla_sampling_params(Structure):
     _fields_ = [
         ("temperature", c_float),
@@ -136,6 +157,8 @@ class specla_generate_params(Structure):
         ("stop_strings", POINTER(c_char_p)),
         ("n_stop_strings", c_size_t),
         ("stop_at_eos", c_bool),
+        ("include_special_tokens", c_bool),
+        ("include_stop_string", c_bool),
     ]
 
 
@@ -185,12 +208,24 @@ class specla_spec_stats(Structure):
     ]
 
 
+class specla_generation_step(Structure):
+    _fields_ = [
+        ("tokens", POINTER(c_int32)),
+        ("n_tokens", c_size_t),
+        ("text", c_void_p),  # text_len bytes (may hold a NUL): read with ctypes.string_at
+        ("text_len", c_size_t),
+        ("finish_reason", c_int),
+        ("stop_index", c_int32),
+    ]
+
+
 # Opaque handles: only ever passed back to the library.
 specla_model_p = c_void_p
 specla_session_p = c_void_p
 specla_drafter_p = c_void_p
 specla_tokenizer_p = c_void_p
 specla_stream_decoder_p = c_void_p
+specla_generation_p = c_void_p
 
 c_int32_p = POINTER(c_int32)
 c_float_p = POINTER(c_float)
@@ -201,6 +236,7 @@ _FUNCTIONS = [
     # Version
     ("specla_version", c_char_p, []),
     ("specla_version_numbers", None, [POINTER(c_int), POINTER(c_int), POINTER(c_int)]),
+    ("specla_abi_version", c_int, []),
     ("specla_has_cuda", c_bool, []),
     # Status codes and errors
     ("specla_status_string", c_char_p, [specla_status]),
@@ -221,6 +257,15 @@ _FUNCTIONS = [
     ("specla_session_eval", specla_status,
      [specla_session_p, c_int32_p, c_size_t, c_int, c_float_p, c_size_t]),
     ("specla_session_get_state", specla_status, [specla_session_p, c_int32, c_float_p, c_size_t]),
+    # Session state: save, restore, fork; a session's memory
+    ("specla_session_save_state", specla_status,
+     [specla_session_p, c_void_p, c_size_t, POINTER(c_size_t)]),
+    ("specla_session_load_state", specla_status, [specla_session_p, c_void_p, c_size_t]),
+    ("specla_session_save_state_file", specla_status, [specla_session_p, c_char_p]),
+    ("specla_session_load_state_file", specla_status, [specla_session_p, c_char_p]),
+    ("specla_session_copy_state", specla_status, [specla_session_p, specla_session_p]),
+    ("specla_session_get_memory", specla_status,
+     [specla_session_p, POINTER(specla_session_memory)]),
     # Sampling and plain generation
     ("specla_sampling_default_params", specla_sampling_params, []),
     ("specla_generate_default_params", specla_generate_params, []),
@@ -266,6 +311,21 @@ _FUNCTIONS = [
     ("specla_session_verify_tree", specla_status,
      [specla_session_p, c_int32_p, c_int32_p, c_size_t, c_float_p, specla_sampling_params,
       c_bool, c_int32_p, POINTER(c_size_t), c_int32_p, c_float_p]),
+    # Pull-style generation
+    ("specla_finish_reason_string", c_char_p, [c_int]),
+    ("specla_generation_begin", specla_status,
+     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, specla_spec_params,
+      POINTER(specla_generation_p)]),
+    ("specla_generation_begin_text", specla_status,
+     [specla_session_p, specla_drafter_p, POINTER(c_char), c_size_t, specla_spec_params,
+      POINTER(specla_generation_p)]),
+    ("specla_generation_next", specla_status,
+     [specla_generation_p, POINTER(specla_generation_step)]),
+    ("specla_generation_abort", specla_status, [specla_generation_p]),
+    ("specla_generation_end", specla_status, [specla_generation_p]),
+    ("specla_generation_stats", specla_status,
+     [specla_generation_p, POINTER(specla_spec_stats)]),
+    ("specla_generation_free", None, [specla_generation_p]),
 ]
 
 # The log callback (specla_set_log_callback) is not declared: a Python log sink would be called
@@ -293,7 +353,11 @@ def _load() -> ctypes.CDLL:
     except OSError as e:
         raise ImportError(f"specla: cannot load libspecla from {path}: {e}") from e
     for name, restype, argtypes in _FUNCTIONS:
-        fn = getattr(lib, name)
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise ImportError(f"specla: {path} lacks {name}: it is older than the ABI "
+                              f"version {ABI_VERSION} this package needs") from None
         fn.restype = restype
         fn.argtypes = argtypes
     major, minor = c_int(), c_int()
@@ -304,6 +368,10 @@ def _load() -> ctypes.CDLL:
         raise ImportError(
             f"specla: {path} is version {major.value}.{minor.value}, this package needs "
             f"{HEADER_VERSION[0]}.{HEADER_VERSION[1]} or a later {HEADER_VERSION[0]}.x")
+    abi = lib.specla_abi_version()
+    if abi != ABI_VERSION:
+        raise ImportError(f"specla: {path} has ABI version {abi}, this package mirrors the "
+                          f"structs of ABI version {ABI_VERSION}")
     return lib
 
 

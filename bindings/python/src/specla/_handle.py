@@ -86,7 +86,7 @@ class Handle:
         try:
             self.close()
         except StateError:
-            # Still in use at interpreter exit (a stream's worker thread): freeing it under the
+            # Still in use at interpreter exit (an open stream's step): freeing it under the
             # running call would be worse than leaving it to the process's end.
             pass
 
@@ -114,8 +114,8 @@ class Handle:
     # ---- exclusive use ----
     def acquire_use(self) -> int:
         """Take the handle for exclusive use and return its pointer; pair with release_use()
-        (which may be called from another thread: a stream's worker releases what its
-        consumer took)."""
+        (which may be called from another thread: a stream dropped on another thread
+        releases what its consumer took)."""
         if self._busy is not None and not self._busy.acquire(blocking=False):
             raise StateError(f"the {self.kind} is in use by another thread or an open stream "
                              f"(the C ABI allows one thread at a time per {self.kind})")

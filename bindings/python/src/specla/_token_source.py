@@ -1,28 +1,25 @@
-"""The one place where generation meets the C ABI: a request goes in, tokens and text pieces
-come out, and the caller may stop it between tokens.
+"""The one place where generation meets the C ABI: the pull-style generation API
+(``specla_generation_begin/next/abort/end``), driven on the calling thread.
 
-Today's C ABI generates inside one call (``specla_generate`` / ``specla_generate_speculative``)
-and reports each token through the ``on_token`` callback, whose ``false`` stops it. So:
+A :class:`Generation` begins on its first :meth:`~Generation.next_step`, which then runs one
+library step (the first feeds the prompt; each later one is a decoding step, or a verification
+pass with a drafter) and returns its tokens and the text it made final. ``generate()`` loops
+over it to the end; ``stream()`` hands its text out as a generator. No worker thread: the
+library call blocks the caller and releases the GIL.
 
-* :meth:`TokenSource.run` makes that call on the calling thread, handing every
-  ``(token, piece)`` to a sink that says whether to go on (``generate()`` uses it);
-* :meth:`TokenSource.events` turns it into a pull iterator (``stream()`` uses it): the call runs
-  on a worker thread whose callback hands one event at a time through a one-slot queue and waits
-  for the consumer, so the worker never runs more than one token ahead; closing the iterator or
-  setting the cancel event makes the next callback return ``false``.
-
-When the pull-style API (``specla_generation_begin/next/abort/end``) reaches the C ABI, this
-module is the only one to change: ``run`` becomes begin + a loop of next + end on the calling
-thread, ``events`` the same loop as a generator (no worker thread, ``close`` = abort), and the
-finish reason comes from the library instead of :func:`_finish_reason`'s inference below.
+Cancellation is ``specla_generation_abort``, which the library allows from any thread, also
+while a step runs on another: :meth:`Generation.abort` (what closing a stream, a
+KeyboardInterrupt between steps, or another thread calls), or a ``threading.Event`` that a
+watcher thread turns into an abort while a step blocks (a long prompt is fed in blocks with an
+abort check before each). The session and the drafter belong to the generation from its begin
+to its :meth:`~Generation.close` (``specla_generation_end`` + ``_free``), which every path runs.
 """
 from __future__ import annotations
 
 import ctypes
-import queue
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from typing import List, Literal, Optional
 
 import numpy as np
 
@@ -30,190 +27,184 @@ from . import _capi
 from ._handle import Handle
 from .errors import error_for
 
-# (token id, text piece). The last event of a generation with a tokenizer may be (-1, text the
-# decoder held back), as the C callback delivers it.
-TokenEvent = Tuple[int, str]
-Sink = Callable[[int, str], bool]
+FinishReason = Literal["stop", "length", "eos", "aborted"]
+# The library's finish reasons as OpenAI-style clients spell them (EOS apart from a stop string,
+# which the OpenAI API folds into "stop").
+_FINISH: dict = {
+    _capi.SPECLA_FINISH_EOS: "eos",
+    _capi.SPECLA_FINISH_STOP_STRING: "stop",
+    _capi.SPECLA_FINISH_MAX_TOKENS: "length",
+    _capi.SPECLA_FINISH_ABORTED: "aborted",
+}
+# How often a watcher looks at a cancel event while a step blocks: the most it adds to the
+# library's own abort latency (one prompt block or one step).
+_WATCH_INTERVAL_S = 0.005
 
 
 @dataclass
 class Request:
     """Everything one generation needs, already converted to C structs."""
     session: Handle
-    prompt: np.ndarray                      # int32 ids (may be empty)
-    params: _capi.specla_generate_params    # on_token/user_data are filled in per call
-    stop: Sequence[str]
-    eos_token_id: int                       # -1: no EOS stop
+    prompt: np.ndarray                      # int32 ids (may be empty: continue the context)
+    params: _capi.specla_spec_params        # .generate: sampling, budget, stops; the rest with a drafter
     drafter: Optional[Handle] = None
-    spec: Optional[_capi.specla_spec_params] = None  # with a drafter
     _keep: List[object] = field(default_factory=list)  # buffers the structs point into
 
 
 @dataclass
-class Outcome:
-    """What a finished (or stopped) generation produced."""
+class Step:
+    """One library step's output."""
     tokens: List[int]
-    text: str                 # the pieces, concatenated
-    finish_reason: str        # "stop", "length" or "cancelled"
-    spec_stats: Optional[_capi.specla_spec_stats]
+    text: str                               # the text this step made final (may be "")
+    finish_reason: Optional[FinishReason]   # None: more steps follow
+    stop_index: int                         # which stop string ended it, else -1
 
 
-class TokenSource:
-    """One generation over the callback API (see the module docstring)."""
+@dataclass
+class Outcome:
+    """What a finished (or aborted) generation produced."""
+    tokens: List[int]
+    text: str
+    finish_reason: FinishReason
+    stop_index: int
+    spec_stats: Optional[_capi.specla_spec_stats]  # with a drafter
 
-    def __init__(self, request: Request) -> None:
+
+class Generation:
+    """One pull generation (see the module docstring). Use from one thread, except
+    :meth:`abort`, which any thread may call at any time."""
+
+    def __init__(self, request: Request, cancel: Optional[threading.Event] = None) -> None:
         self._req = request
+        self._cancel = cancel
+        self._gen: Optional[int] = None       # the library handle, between begin and close
+        self._lock = threading.Lock()         # abort vs free (the C ABI forbids them at once)
+        self._closed = threading.Event()
+        self._watcher: Optional[threading.Thread] = None
+        self._held = False                    # the session (and drafter) are taken
+        self._tokens: List[int] = []
+        self._pieces: List[str] = []
+        self._finish: Optional[FinishReason] = None
+        self._stop_index = -1
+        self.outcome: Optional[Outcome] = None
 
-    # ---- synchronous: the calling thread runs the generation ----
-    def run(self, sink: Optional[Sink] = None) -> Outcome:
-        """Generate to the end (or until ``sink`` returns False); exceptions raised by the sink
-        (KeyboardInterrupt included) stop the generation and are re-raised here."""
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    # ---- begin ----
+    def _begin(self) -> None:
         req = self._req
-        tokens: List[int] = []
-        pieces: List[str] = []
-        stopped = False
-        raised: List[BaseException] = []
-
-        def on_token(token: int, piece: Optional[bytes], _user: object) -> bool:
-            nonlocal stopped
-            try:
-                text = piece.decode("utf-8", "replace") if piece else ""
-                if token >= 0:
-                    tokens.append(token)
-                pieces.append(text)
-                if sink is not None and not sink(token, text) and token >= 0:
-                    stopped = True
-                    return False
-                return True
-            except BaseException as e:  # noqa: BLE001 - handed back to the caller
-                raised.append(e)
-                stopped = True
-                return False
-
-        callback = _capi.specla_token_callback(on_token)
-        stats = _capi.specla_spec_stats() if req.drafter is not None else None
-        n_out = ctypes.c_size_t()
-        prompt_p = req.prompt.ctypes.data_as(_capi.c_int32_p) if req.prompt.size else None
         session = req.session.acquire_use()
         try:
             drafter = req.drafter.acquire_use() if req.drafter is not None else None
-            try:
-                if req.spec is not None:
-                    params = req.spec
-                    params.generate.on_token = callback
-                    status = _capi.lib.specla_generate_speculative(
-                        session, drafter, prompt_p, req.prompt.size, params, None, 0,
-                        ctypes.byref(n_out), ctypes.byref(stats))
-                else:
-                    params = req.params
-                    params.on_token = callback
-                    status = _capi.lib.specla_generate(session, prompt_p, req.prompt.size,
-                                                       params, None, 0, ctypes.byref(n_out))
-                # Read on this thread, right after the call, as specla_last_error requires.
-                error = None if status == _capi.SPECLA_OK else error_for(status)
-            finally:
-                if req.drafter is not None:
-                    req.drafter.release_use()
-        finally:
+        except BaseException:
             req.session.release_use()
-        if raised:
-            raise raised[0]
-        if error is not None:
+            raise
+        self._held = True
+        out = _capi.specla_generation_p()
+        prompt_p = req.prompt.ctypes.data_as(_capi.c_int32_p) if req.prompt.size else None
+        status = _capi.lib.specla_generation_begin(session, drafter, prompt_p, req.prompt.size,
+                                                   req.params, ctypes.byref(out))
+        if status != _capi.SPECLA_OK:
+            error = error_for(status)  # read on this thread, right after the call
+            self._release()
             raise error
-        text = "".join(pieces)
-        reason = "cancelled" if stopped else _finish_reason(
-            tokens, text, req.stop, req.eos_token_id, req.params.max_tokens)
-        return Outcome(tokens, text, reason, stats)
+        self._gen = out.value
+        if self._cancel is not None:
+            if self._cancel.is_set():
+                self.abort()  # the first step then returns at once, nothing fed
+            else:
+                self._watcher = threading.Thread(target=self._watch, name="specla-cancel",
+                                                 daemon=True)
+                self._watcher.start()
 
-    # ---- pull: a worker thread runs the generation, the consumer pulls events ----
-    def events(self, cancel: Optional[threading.Event] = None) -> "EventIterator":
-        return EventIterator(self, cancel)
+    def _watch(self) -> None:
+        assert self._cancel is not None
+        while not self._closed.is_set():
+            if self._cancel.wait(_WATCH_INTERVAL_S):
+                self.abort()
+                return
 
-
-def _finish_reason(tokens: List[int], text: str, stop: Sequence[str], eos: int,
-                   max_tokens: int) -> str:
-    """Why the library stopped, as far as its outputs tell (the pull API will say it)."""
-    if tokens and eos >= 0 and tokens[-1] == eos:
-        return "stop"
-    if any(s in text for s in stop):
-        return "stop"
-    return "length" if len(tokens) >= max_tokens else "stop"
-
-
-_DONE = object()
-
-
-class EventIterator(Iterator[TokenEvent]):
-    """Pulls ``(token, piece)`` events from a generation running on a worker thread.
-
-    The session (and drafter) are taken at the first ``next`` and given back when the worker
-    ends; :meth:`close` stops the generation at the next token and waits for the worker.
-    ``outcome`` holds the result once the iterator is exhausted.
-    """
-
-    def __init__(self, source: TokenSource, cancel: Optional[threading.Event]) -> None:
-        self._source = source
-        self._cancel = cancel
-        self._queue: "queue.Queue[object]" = queue.Queue(maxsize=1)
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._finished = False
-        self.outcome: Optional[Outcome] = None
-
-    def _work(self) -> None:
-        stop, cancel, q = self._stop, self._cancel, self._queue
-
-        def sink(token: int, piece: str) -> bool:
-            if stop.is_set():
-                return False  # nobody is listening any more
-            q.put((token, piece))  # waits while the consumer has not taken the previous one
-            return not (stop.is_set() or (cancel is not None and cancel.is_set()))
-
+    # ---- steps ----
+    def next_step(self) -> Optional[Step]:
+        """Run one step; None once the generation has finished (then :attr:`outcome` is set
+        and the session is free again). A failing step closes the generation and raises."""
+        if self.outcome is not None or self._closed.is_set():
+            return None
         try:
-            result: object = self._source.run(sink)
-        except BaseException as e:  # noqa: BLE001 - delivered to the consumer
-            result = e
-        q.put((_DONE, result))
+            if self._gen is None:
+                self._begin()
+            step = _capi.specla_generation_step()
+            status = _capi.lib.specla_generation_next(self._gen, ctypes.byref(step))
+            if status != _capi.SPECLA_OK:
+                raise error_for(status)
+            tokens = step.tokens[:step.n_tokens] if step.n_tokens else []
+            text = (ctypes.string_at(step.text, step.text_len).decode("utf-8", "replace")
+                    if step.text_len else "")
+            reason = _FINISH.get(step.finish_reason)
+            self._tokens.extend(tokens)
+            if text:
+                self._pieces.append(text)
+            if reason is not None:
+                self._finish, self._stop_index = reason, int(step.stop_index)
+                self.close()
+            return Step(tokens, text, reason, int(step.stop_index))
+        except BaseException:
+            # A failed step, or a KeyboardInterrupt that arrived during it: stop the library's
+            # generation, give the session back, and let the exception through.
+            self.abort()
+            self.close()
+            raise
 
-    def __next__(self) -> TokenEvent:
-        if self._finished:
-            raise StopIteration
-        if self._thread is None:
-            if self._cancel is not None and self._cancel.is_set():
-                self._finished = True
-                req = self._source._req
-                self.outcome = Outcome([], "", "cancelled", _capi.specla_spec_stats()
-                                       if req.drafter is not None else None)
-                raise StopIteration
-            self._thread = threading.Thread(target=self._work, name="specla-stream", daemon=True)
-            self._thread.start()
-        item = self._queue.get()
-        assert isinstance(item, tuple)
-        if item[0] is _DONE:
-            self._finished = True
-            self._thread.join()
-            result = item[1]
-            if isinstance(result, BaseException):
-                raise result
-            assert isinstance(result, Outcome)
-            self.outcome = result
-            raise StopIteration
-        return item  # type: ignore[return-value]
+    def run(self) -> Outcome:
+        """Every step to the end, on the calling thread."""
+        while self.next_step() is not None:
+            pass
+        assert self.outcome is not None
+        return self.outcome
+
+    # ---- stop and end ----
+    def abort(self) -> None:
+        """Ask the generation to stop (any thread): a running step returns within one prompt
+        block or one step with finish reason "aborted"; without one, the next step does."""
+        with self._lock:
+            if self._gen is not None:
+                # SPECLA_ERR_STATE after the end: nothing left to stop.
+                _capi.lib.specla_generation_abort(self._gen)
 
     def close(self) -> None:
-        """Stop the generation (at the next token) and wait until the session is free again."""
-        if self._finished:
+        """End the generation (finished or not) and free the session and the drafter; an
+        unfinished one ends "aborted" (its text held back is dropped). Idempotent."""
+        if self._closed.is_set():
             return
-        self._finished = True
-        self._stop.set()
-        if self._thread is None:
-            return
-        while True:  # unblock the worker's put, then wait for its end
-            item = self._queue.get()
-            if isinstance(item, tuple) and item[0] is _DONE:
-                break
-        self._thread.join()
-        result = item[1]
-        if isinstance(result, Outcome):
-            result.finish_reason = "cancelled"
-            self.outcome = result
+        self._closed.set()
+        if self._watcher is not None and self._watcher is not threading.current_thread():
+            self._watcher.join()
+        stats: Optional[_capi.specla_spec_stats] = None
+        with self._lock:
+            gen, self._gen = self._gen, None
+            if gen is not None:
+                _capi.lib.specla_generation_end(gen)
+                if self._req.drafter is not None:
+                    stats = _capi.specla_spec_stats()
+                    _capi.lib.specla_generation_stats(gen, ctypes.byref(stats))
+                _capi.lib.specla_generation_free(gen)
+        if self._req.drafter is not None and stats is None:
+            stats = _capi.specla_spec_stats()  # never began: nothing drafted
+        self._release()
+        self.outcome = Outcome(self._tokens, "".join(self._pieces), self._finish or "aborted",
+                               self._stop_index, stats)
+
+    def _release(self) -> None:
+        if self._held:
+            self._held = False
+            self._req.session.release_use()
+            if self._req.drafter is not None:
+                self._req.drafter.release_use()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass

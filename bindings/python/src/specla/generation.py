@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Iterable, List, Literal, Optional, Tuple, Unio
 from . import _capi
 from ._arrays import TokenIds, as_token_array
 from ._params import assign
-from ._token_source import EventIterator, Outcome, Request, TokenSource
+from ._token_source import FinishReason, Generation, Outcome, Request
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ Prompt = Union[str, TokenIds]
 TreeAlgorithm = Literal["auto", "hybrid", "parallel_wy"]
 _TREE = {"auto": _capi.SPECLA_TREE_AUTO, "hybrid": _capi.SPECLA_TREE_HYBRID,
          "parallel_wy": _capi.SPECLA_TREE_PARALLEL_WY}
-FinishReason = Literal["stop", "length", "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -71,15 +70,18 @@ class SpecStats:
 @dataclass(frozen=True)
 class GenerationResult:
     """The result of :func:`generate` (and of a finished :class:`TextStream`)."""
-    text: str                     # generated text ("" without a tokenizer)
-    tokens: List[int]             # generated token ids
+    text: str                     # generated text, as the library made it ("" without a
+                                  # tokenizer; EOS and the stop string left out by default)
+    tokens: List[int]             # generated token ids (EOS included when it ended the text)
     prompt_tokens: int            # ids the prompt was fed as
-    finish_reason: FinishReason   # "stop" (EOS or a stop string), "length", "cancelled"
+    finish_reason: FinishReason   # "eos", "stop" (a stop string), "length", "aborted"
+    stop_index: int = -1          # with "stop": which of the stop strings
     spec_stats: Optional[SpecStats] = None  # with a drafter
 
 
 def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature: float,
              top_k: int, top_p: float, seed: int, stop: Iterable[str], stop_at_eos: bool,
+             include_special_tokens: bool, include_stop_string: bool,
              drafter: Optional["Drafter"], spec: Optional[SpecOptions]) -> Request:
     model = session.model
     if isinstance(prompt, str):
@@ -102,20 +104,19 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
     assign(gp.sampling, "top_p", top_p)
     assign(gp.sampling, "seed", seed)
     gp.stop_at_eos = bool(stop_at_eos)
+    gp.include_special_tokens = bool(include_special_tokens)
+    gp.include_stop_string = bool(include_stop_string)
     keep: List[object] = []
     if stops:
         arr = (ctypes.c_char_p * len(stops))(*[s.encode("utf-8") for s in stops])
         keep.append(arr)
         gp.stop_strings = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
         gp.n_stop_strings = len(stops)
-    eos = model.info.eos_token_id if stop_at_eos else -1
-
-    sp: Optional[_capi.specla_spec_params] = None
+    sp = _capi.lib.specla_spec_default_params()
     if drafter is not None:
         if drafter.model is not model:
             raise InvalidArgumentError("drafter: it was created for another model than the "
                                        "session's")
-        sp = _capi.lib.specla_spec_default_params()
         opts = spec or SpecOptions()
         for name in ("max_draft_nodes", "max_draft_depth", "tree_top_k", "tree_prune_margin"):
             value = getattr(opts, name)
@@ -129,28 +130,25 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
             raise InvalidArgumentError(f"spec.tree_algorithm must be one of {sorted(_TREE)}, "
                                        f"not {opts.tree_algorithm!r}")
         sp.tree_algorithm = _TREE[opts.tree_algorithm]
-        sp.generate = gp
     elif spec is not None:
         raise InvalidArgumentError("spec options given without a drafter")
-    return Request(session._handle, ids, gp, stops, eos,
-                   drafter._handle if drafter is not None else None, sp, keep)
+    sp.generate = gp
+    return Request(session._handle, ids, sp, drafter._handle if drafter is not None else None,
+                   keep)
 
 
-def _result(session: "Session", req: Request, outcome: Outcome,
-            text: Optional[str] = None) -> GenerationResult:
-    if text is None:
-        info = session.model.info
-        text = session.model.tokenizer.decode(outcome.tokens) if info.has_tokenizer else ""
+def _result(req: Request, outcome: Outcome) -> GenerationResult:
     stats = SpecStats._from_c(outcome.spec_stats) if outcome.spec_stats is not None else None
-    return GenerationResult(text, outcome.tokens, int(req.prompt.size),
-                            outcome.finish_reason, stats)  # type: ignore[arg-type]
+    return GenerationResult(outcome.text, outcome.tokens, int(req.prompt.size),
+                            outcome.finish_reason, outcome.stop_index, stats)
 
 
 def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
              temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
              stop: Iterable[str] = (), stop_at_eos: bool = True,
-             drafter: Optional["Drafter"] = None,
-             spec: Optional[SpecOptions] = None) -> GenerationResult:
+             include_special_tokens: bool = False, include_stop_string: bool = False,
+             drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
+             cancel: Optional[threading.Event] = None) -> GenerationResult:
     """Evaluate the prompt and generate, on the calling thread.
 
     Args:
@@ -158,62 +156,70 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
         prompt: text, or token ids.
         max_tokens: token budget.
         temperature: 0 = greedy; top_k (0 = off), top_p (1 = off), seed: sampling.
-        stop: strings that end generation after the token completing one (the text keeps it).
+        stop: strings that end generation after the token completing one; the text ends
+            where the stop string begins (``include_stop_string=True``: after it).
         stop_at_eos: stop after the model's EOS token.
+        include_special_tokens: keep special tokens (EOS...) in the text (the token ids
+            always hold them).
+        include_stop_string: keep the stop string that ended generation in the text.
         drafter: speculative decoding with this drafter (same output as plain decoding).
         spec: speculative options (with a drafter).
+        cancel: a ``threading.Event``; setting it (from any thread) stops the generation
+            within one prompt block or one step, with finish reason "aborted".
 
-    Ctrl-C (KeyboardInterrupt) stops the generation at the next token and is re-raised.
+    Ctrl-C (KeyboardInterrupt) stops the generation when the running step returns (the
+    first step feeds the whole prompt) and is re-raised; the session keeps what was fed.
     """
     req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
-                   drafter=drafter, spec=spec)
-    return _result(session, req, TokenSource(req).run())
+                   include_special_tokens=include_special_tokens,
+                   include_stop_string=include_stop_string, drafter=drafter, spec=spec)
+    return _result(req, Generation(req, cancel).run())
 
 
 class TextStream(Generator[str, None, None]):
     """The generator :func:`stream` returns: iterate it for text pieces.
 
-    ``close()`` (or leaving a ``with`` block, or dropping it) stops the generation at the next
-    token and frees the session; so does setting the ``cancel`` event given to :func:`stream`.
-    After the last piece, :attr:`result` holds the :class:`GenerationResult`.
+    ``close()`` (or leaving a ``with`` block, or dropping it) aborts the generation and frees
+    the session; so do setting the ``cancel`` event given to :func:`stream` and :meth:`abort`
+    from another thread (both also stop a step that is running). After the last piece,
+    :attr:`result` holds the :class:`GenerationResult`.
     """
 
-    def __init__(self, session: "Session", req: Request,
-                 cancel: Optional[threading.Event]) -> None:
-        self._session = session
+    def __init__(self, req: Request, cancel: Optional[threading.Event]) -> None:
         self._req = req
-        self._events: EventIterator = TokenSource(req).events(cancel)
-        self._pieces: List[str] = []
+        self._gen = Generation(req, cancel)
         self.result: Optional[GenerationResult] = None
 
     def send(self, value: None) -> str:
         while True:
-            try:
-                _token, piece = next(self._events)
-            except StopIteration:
+            step = self._gen.next_step()
+            if step is None:
                 self._finish()
-                raise
-            if piece:
-                self._pieces.append(piece)
-                return piece
+                raise StopIteration
+            if step.text:
+                return step.text
 
     def throw(self, typ, val=None, tb=None):  # type: ignore[no-untyped-def, override]
-        self._events.close()
-        self._finish()
+        self.close()
         if val is None:
             val = typ() if isinstance(typ, type) else typ
         raise val
 
+    def abort(self) -> None:
+        """Stop the generation; callable from any thread, also while a step runs (it returns
+        within one prompt block or one step). The stream then ends with "aborted"."""
+        self._gen.abort()
+
     def close(self) -> None:
-        """Stop the generation and free the session now."""
-        self._events.close()
+        """Abort the generation and free the session now."""
+        self._gen.abort()
+        self._gen.close()
         self._finish()
 
     def _finish(self) -> None:
-        if self.result is None and self._events.outcome is not None:
-            self.result = _result(self._session, self._req, self._events.outcome,
-                                  text="".join(self._pieces))
+        if self.result is None and self._gen.outcome is not None:
+            self.result = _result(self._req, self._gen.outcome)
 
     def __enter__(self) -> "TextStream":
         return self
@@ -223,7 +229,7 @@ class TextStream(Generator[str, None, None]):
 
     def __del__(self) -> None:
         try:
-            self._events.close()
+            self._gen.close()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass
 
@@ -231,17 +237,23 @@ class TextStream(Generator[str, None, None]):
 def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
            temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
            stop: Iterable[str] = (), stop_at_eos: bool = True,
+           include_special_tokens: bool = False, include_stop_string: bool = False,
            drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
            cancel: Optional[threading.Event] = None) -> TextStream:
     """Generate as :func:`generate` does, yielding the text as it is produced.
 
-    Pieces never split a UTF-8 character; they concatenate to the full text. Arguments are
-    checked here; generation starts at the first ``next()``. Cancel by closing the generator
-    or by setting ``cancel`` (from any thread): generation stops after the next token.
+    Each piece is the text one library step made final (one token, or with a drafter one
+    verification pass); pieces never split a UTF-8 character, never hold text taken back later
+    (a possible stop string is held back until it is not one), and concatenate to the full
+    text. Arguments are checked here; generation begins at the first ``next()``, on the
+    calling thread. Cancel by closing the generator, by setting ``cancel`` or calling
+    :meth:`TextStream.abort` (from any thread): a running step returns within one prompt block
+    or one step, and the stream ends with finish reason "aborted".
     While the stream is open, the session (and drafter) are busy: other calls on them raise
     :class:`~specla.errors.StateError`.
     """
     req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
-                   drafter=drafter, spec=spec)
-    return TextStream(session, req, cancel)
+                   include_special_tokens=include_special_tokens,
+                   include_stop_string=include_stop_string, drafter=drafter, spec=spec)
+    return TextStream(req, cancel)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import ctypes
-from typing import TYPE_CHECKING, Literal, Optional
+import os
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Optional, Union
 
 import numpy as np
 
@@ -17,6 +19,22 @@ if TYPE_CHECKING:
 LogitsMode = Literal["none", "last", "all"]
 _LOGITS = {"none": _capi.SPECLA_LOGITS_NONE, "last": _capi.SPECLA_LOGITS_LAST,
            "all": _capi.SPECLA_LOGITS_ALL}
+
+
+StatePath = Union[str, "os.PathLike[str]"]
+
+
+@dataclass(frozen=True)
+class SessionMemory:
+    """Every buffer a session owns, in bytes as allocated (``specla_session_memory``).
+    ``state + factor + scratch + context == host + device == total``."""
+    state_bytes: int    # recurrent state + conv cache (ModelInfo.state_bytes)
+    factor_bytes: int   # per-node factors for committing verified tokens (max_tree_nodes)
+    scratch_bytes: int  # activations and logits of a pass, tree snapshots, sampling buffers
+    context_bytes: int  # the token history
+    host_bytes: int     # of all of the above, in host memory
+    device_bytes: int   # in GPU memory
+    total_bytes: int    # host_bytes + device_bytes
 
 
 class Session:
@@ -44,6 +62,7 @@ class Session:
         check(_capi.lib.specla_session_create(model._handle.ptr(), params, ctypes.byref(out)))
         self.model = model
         self.max_tree_nodes = int(params.max_tree_nodes)
+        self.max_batch_tokens = int(params.max_batch_tokens)
         self._handle = Handle(self, "session", out.value, _capi.lib.specla_session_free,
                               parent=model._handle, exclusive=True)
 
@@ -120,6 +139,74 @@ class Session:
                 check(_capi.lib.specla_session_get_state(
                     ptr, l, out[i].ctypes.data_as(_capi.c_float_p), out[i].size))
         return out if layer is None else out[0]
+
+    # ---- saved state, fork, memory ----
+    def save_state(self) -> bytes:
+        """The session's state (recurrent state, conv cache, context, the pending token) in the
+        library's versioned, checksummed format (lib/session/session_state.md): what
+        :meth:`load_state` restores, into this session or another of the same model, to
+        continue exactly as this one would. A drafter's bookkeeping is not part of it."""
+        needed = ctypes.c_size_t()
+        with self._handle.use() as ptr:
+            status = _capi.lib.specla_session_save_state(ptr, None, 0, ctypes.byref(needed))
+            if status != _capi.SPECLA_ERR_CAPACITY:
+                check(status)
+            buf = ctypes.create_string_buffer(needed.value)
+            check(_capi.lib.specla_session_save_state(ptr, buf, needed.value, None))
+        return buf.raw
+
+    def load_state(self, state: Union[bytes, bytearray, memoryview]) -> None:
+        """Restore a state from :meth:`save_state` (any bytes-like object). Everything is
+        checked first: a refused state (FormatError: not a state, truncated, corrupted;
+        UnsupportedError: another format version; ShapeError: another model) leaves the
+        session as it was."""
+        view = memoryview(state).cast("B")
+        data: object
+        if view.readonly or not view.c_contiguous or not view.nbytes:
+            # (bytes pass as a pointer to their buffer; b"" too, so the library sees an empty
+            # state, not a NULL buffer.)
+            data = state if isinstance(state, bytes) else view.tobytes()
+        else:
+            data = (ctypes.c_char * view.nbytes).from_buffer(view)
+        with self._handle.use() as ptr:
+            check(_capi.lib.specla_session_load_state(ptr, data, view.nbytes))
+
+    def save_state_file(self, path: StatePath) -> None:
+        """:meth:`save_state` into a file (written as ``path``.part, then renamed over it)."""
+        with self._handle.use() as ptr:
+            check(_capi.lib.specla_session_save_state_file(ptr, os.fsencode(path)))
+
+    def load_state_file(self, path: StatePath) -> None:
+        """:meth:`load_state` from a file written by :meth:`save_state_file`."""
+        with self._handle.use() as ptr:
+            check(_capi.lib.specla_session_load_state_file(ptr, os.fsencode(path)))
+
+    def copy_state_from(self, other: "Session") -> None:
+        """Take ``other``'s state (a session of the same model); ``other`` is unchanged."""
+        if other is self:
+            return
+        with self._handle.use() as dst, other._handle.use() as src:
+            check(_capi.lib.specla_session_copy_state(dst, src))
+
+    def fork(self) -> "Session":
+        """A new session of the same model and parameters holding this one's state: it
+        continues exactly as this one would, and the two go on independently."""
+        child = Session(self.model, max_tree_nodes=self.max_tree_nodes,
+                        max_batch_tokens=self.max_batch_tokens)
+        try:
+            child.copy_state_from(self)
+        except BaseException:
+            child.close()
+            raise
+        return child
+
+    def memory(self) -> SessionMemory:
+        """Every buffer the session owns (:class:`SessionMemory`). Buffers sized by a pass grow
+        to the largest draft tree seen, so the numbers may rise after a speculative call."""
+        out = _capi.specla_session_memory()
+        with self._handle.use() as ptr:
+            check(_capi.lib.specla_session_get_memory(ptr, ctypes.byref(out)))
+        return SessionMemory(*(getattr(out, f) for f, _ in out._fields_))
 
     def verify_tree(self, tokens: TokenIds, parents: TokenIds, **kwargs):  # type: ignore[no-untyped-def]
         """Shorthand for :func:`specla.verify_tree` on this session."""
