@@ -1,7 +1,9 @@
 // specla: command-line front end of the library, written against the public C API only.
 //
 //   specla generate --model DIR (--tokens 1,2,3 | --prompt TEXT | --prompt-file F) [--max-tokens N]
-//                   [--temperature T --top-k K --top-p P --seed S] [--stop STR ... [--include-stop]]
+//                   [--temperature T --top-k K --top-p P --min-p P --seed S | --random-seed]
+//                   [--repeat-penalty R --presence-penalty P --frequency-penalty F --penalty-last-n N]
+//                   [--logit-bias TOKEN=BIAS ...] [--stop STR ... [--include-stop]]
 //                   [--include-special] [--verbose] [--backend cpu|cuda]
 //                   [--speculative [--drafter DIR] [--draft-nodes N --draft-depth D --tree-top-k K ...]]
 //   specla logits   --model DIR --tokens 1,2,3 --out FILE.safetensors
@@ -9,6 +11,8 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -189,6 +193,8 @@ int run_generate(const Common &c, const std::string &tokens, const std::string &
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!quiet) {
         std::fprintf(stderr, "[%zu tokens in %.3f s, %.1f tokens/s incl. prompt]\n", n, s, double(n) / s);
+        if (gp.sampling.temperature > 0.f)  // the seed that repeats this run (also a random one)
+            std::fprintf(stderr, "[seed %llu]\n", (unsigned long long)stats.seed);
         if (drafter) print_stats(stats);
     }
     if (verbose) print_finish(step, stops);
@@ -264,6 +270,23 @@ int main(int argc, char **argv) {
     gen->add_option("--top-k", gp.sampling.top_k, "0 = off")->capture_default_str();
     gen->add_option("--top-p", gp.sampling.top_p, "1 = off")->capture_default_str();
     gen->add_option("--seed", gp.sampling.seed, "sampling seed")->capture_default_str();
+    gen->add_flag("--random-seed", [&](int64_t) { gp.sampling.seed = SPECLA_SEED_RANDOM; },
+                  "draw a random seed (printed after the run)");
+    gen->add_option("--min-p", gp.sampling.min_p, "keep tokens of at least this x the top probability; 0 = off")
+        ->capture_default_str();
+    gen->add_option("--repeat-penalty", gp.sampling.repetition_penalty,
+                    "divide a seen token's positive logit by this (multiply a negative one); 1 = off")
+        ->capture_default_str();
+    gen->add_option("--presence-penalty", gp.sampling.presence_penalty, "subtract once from a seen token's logit")
+        ->capture_default_str();
+    gen->add_option("--frequency-penalty", gp.sampling.frequency_penalty,
+                    "subtract per occurrence from a seen token's logit")
+        ->capture_default_str();
+    gen->add_option("--penalty-last-n", gp.sampling.penalty_last_n,
+                    "tokens of the context the penalties count; -1 = all, 0 = none")
+        ->capture_default_str();
+    std::vector<std::string> bias_args;
+    gen->add_option("--logit-bias", bias_args, "TOKEN=BIAS: add BIAS to the token's logit (repeatable)");
     gen->add_option("--stop", stops, "stop once the generated text contains this string (repeatable)");
     gen->add_flag("--ignore-eos", [&](int64_t) { gp.stop_at_eos = false; }, "do not stop at the EOS token");
     gen->add_flag("--quiet,-q", quiet, "print only the generated text or ids (no prompt echo, no timing line)");
@@ -297,6 +320,21 @@ int main(int argc, char **argv) {
     lg->add_option("--out", out_path, "output .safetensors file (tensor 'logits' [n, vocab] F32)")->required();
 
     CLI11_PARSE(app, argc, argv);
+    std::vector<specla_logit_bias> bias;  // gp.sampling.logit_bias points here for the run
+    for (const std::string &arg : bias_args) {
+        const size_t eq = arg.find('=');
+        char *end_t = nullptr, *end_b = nullptr;
+        const long token = eq == std::string::npos ? 0 : std::strtol(arg.c_str(), &end_t, 10);
+        const float b = eq == std::string::npos ? 0.f : std::strtof(arg.c_str() + eq + 1, &end_b);
+        if (eq == std::string::npos || end_t != arg.c_str() + eq || !end_b || *end_b || eq + 1 == arg.size() ||
+            token < INT32_MIN || token > INT32_MAX) {
+            std::fprintf(stderr, "--logit-bias: expected TOKEN=BIAS (e.g. 42=-5), got '%s'\n", arg.c_str());
+            return 2;
+        }
+        bias.push_back({int32_t(token), b});
+    }
+    gp.sampling.logit_bias = bias.empty() ? nullptr : bias.data();
+    gp.sampling.n_logit_bias = bias.size();
     if (gen->parsed()) return run_generate(gen_c, gen_tokens, prompt, prompt_file, gp, stops, quiet, verbose, spec);
     return run_logits(log_c, log_tokens, out_path);
 }

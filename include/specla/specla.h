@@ -94,6 +94,8 @@ SPECLA_API bool specla_has_cuda(void);
 #define SPECLA_LIMIT_DRAFT_TOP_K 64
 /* Most stop strings one generation call takes (specla_generate_params.n_stop_strings). */
 #define SPECLA_LIMIT_STOP_STRINGS 1024
+/* Most logit bias entries one sampling configuration takes (specla_sampling_params.n_logit_bias). */
+#define SPECLA_LIMIT_LOGIT_BIAS 65536
 /* Token ids of a tokenizer lie in [0, this); vocabulary entries and added tokens are at most this many. */
 #define SPECLA_LIMIT_TOKENIZER_VOCAB 4194304
 /* BPE merges in a tokenizer.json at most. */
@@ -361,7 +363,9 @@ SPECLA_API specla_status specla_session_get_memory(const specla_session *session
 /* ------------------------------------------------------------------------------------------ */
 
 /* Parameters that are not finite or out of range (a negative or NaN temperature, top_p outside
- * (0, 1], a negative top_k) are SPECLA_ERR_INVALID_ARGUMENT naming the field.
+ * (0, 1], a negative top_k, a repetition_penalty <= 0, min_p outside [0, 1], penalty_last_n
+ * below -1, a logit_bias token outside the vocabulary or a bias that is not finite, more than
+ * SPECLA_LIMIT_LOGIT_BIAS entries) are SPECLA_ERR_INVALID_ARGUMENT naming the field.
  *
  * Padded vocabularies: when the model has a tokenizer with fewer ids than the model's vocab_size
  * (checkpoints often round the embedding and output head up, e.g. 8256 rows for 8192 tokens),
@@ -370,12 +374,47 @@ SPECLA_API specla_status specla_session_get_memory(const specla_session *session
  * probability 0, as if their logits were -inf, so sampled output stays distributed exactly as
  * sampling over the tokens. specla_session_eval still returns their logits; a model loaded
  * without its tokenizer treats every id below its vocab_size as a candidate. */
+/* One entry of specla_sampling_params.logit_bias. */
+typedef struct specla_logit_bias {
+    int32_t token;            /* in [0, the model's vocab_size) */
+    float bias;               /* added to the token's logit; finite (a large negative value, e.g.
+                                 -100, practically bans the token) */
+} specla_logit_bias;
+
+/* specla_sampling_params.seed asking for a random seed (drawn from the operating system's
+ * entropy source at the start of each generation). The seed drawn is reported in
+ * specla_spec_stats.seed (specla_generation_stats, specla_generate_speculative*); pass it back
+ * to repeat the generation. */
+#define SPECLA_SEED_RANDOM UINT64_MAX
+
+/* The target distribution, in this order (plain sampling and speculative acceptance both use it,
+ * so sampled speculative output stays distributed exactly as plain sampling with the same
+ * settings; greedy picks the largest logit after steps 1-2):
+ *   1. logit bias added; 2. penalties, for each token seen c > 0 times in the last
+ *   penalty_last_n tokens of the context (prompt included; when verifying a draft, followed by
+ *   the draft tokens before the position): l <- l > 0 ? l / repetition_penalty :
+ *   l * repetition_penalty, then l <- l - c * frequency_penalty - presence_penalty;
+ *   3. greedy (argmax) or temperature; 4. top-k; 5. top-p; 6. min-p; renormalised.
+ * Any of bias, penalties or min-p makes a GPU session copy each step's logits to the host and
+ * choose there (a vocab-wide copy per token, where greedy decoding otherwise copies one id). */
 typedef struct specla_sampling_params {
     float temperature;        /* 0 = greedy (argmax; default); finite and >= 0; a positive value
                                  below SPECLA_LIMIT_MIN_TEMPERATURE is greedy as well */
     int32_t top_k;            /* keep the k most likely tokens; 0 = off */
     float top_p;              /* nucleus mass in (0, 1]; 1 = off */
-    uint64_t seed;            /* RNG seed; the same seed and inputs give the same output */
+    uint64_t seed;            /* RNG seed; the same seed and inputs give the same output;
+                                 SPECLA_SEED_RANDOM = a random one (default 0) */
+    /* Appended in ABI version 2: */
+    float repetition_penalty; /* > 0 and finite; 1 = off (default); > 1 discourages repeats */
+    float presence_penalty;   /* finite; 0 = off (default); subtracted once from a seen token */
+    float frequency_penalty;  /* finite; 0 = off (default); subtracted per occurrence */
+    int32_t penalty_last_n;   /* how many of the last tokens the penalties count (default 64);
+                                 -1 = the whole context; 0 = none (penalties off) */
+    float min_p;              /* in [0, 1]: keep tokens whose probability is at least min_p x the
+                                 top token's (after temperature, top-k, top-p); 0 = off (default) */
+    const specla_logit_bias *logit_bias; /* n_logit_bias entries (may be NULL when 0); a token
+                                 listed twice gets both biases; copied, not kept */
+    size_t n_logit_bias;      /* at most SPECLA_LIMIT_LOGIT_BIAS (default 0) */
 } specla_sampling_params;
 
 SPECLA_API specla_sampling_params specla_sampling_default_params(void);
@@ -612,6 +651,8 @@ typedef struct specla_spec_stats {
     double acceptance_rate;        /* accepted / drafted */
     int64_t drafted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS];  /* draft nodes at depth d+1 */
     int64_t accepted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS]; /* passes that accepted depth d+1 */
+    uint64_t seed;                 /* the seed of the generation's random stream: params'
+                                      sampling.seed, or the one drawn for SPECLA_SEED_RANDOM */
 } specla_spec_stats;
 
 /* Speculative counterpart of specla_generate: same arguments plus the drafter; `stats` (may be
@@ -635,7 +676,8 @@ SPECLA_API specla_status specla_generate_speculative_text(specla_session *sessio
  * the drafter distribution node i's token was drawn from (siblings share their parent's row);
  * NULL means the candidates were chosen deterministically. The target verifies every node
  * against its own ancestors, acceptance follows `sampling` (seed: the random stream of this
- * call), and the session's context then holds the accepted tokens followed by the target's next
+ * call; SPECLA_SEED_RANDOM is not reported back here; penalties count the session's context
+ * followed by each node's ancestors), and the session's context then holds the accepted tokens followed by the target's next
  * token `*bonus_token` (fed at the next call). `accepted_nodes` (capacity n_nodes, may be NULL
  * when n_nodes is 0) receives the accepted node indices root to leaf, `*n_accepted` their count.
  * `node_logits` (may be NULL) receives the target logits after every node, n_nodes x vocab_size. */

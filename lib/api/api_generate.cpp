@@ -1,9 +1,11 @@
 // C API: sampling defaults and plain generation (ids and text), run to completion on the
 // generation loop (lib/generate/generation.h) that the pull API steps through.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 
 #include "api/guard.h"
 #include "api/handles.h"
@@ -22,19 +24,62 @@ SamplingConfig sampling_for(const specla_session *session, const specla_sampling
             "temperature must be a finite number >= 0, got ", p.temperature);
     require(p.top_k >= 0, SPECLA_ERR_INVALID_ARGUMENT, "top_k must not be negative, got ", p.top_k);
     require(p.top_p > 0.f && p.top_p <= 1.f, SPECLA_ERR_INVALID_ARGUMENT, "top_p must be in (0, 1], got ", p.top_p);
+    require(std::isfinite(p.repetition_penalty) && p.repetition_penalty > 0.f, SPECLA_ERR_INVALID_ARGUMENT,
+            "repetition_penalty must be a finite number > 0 (1 = off), got ", p.repetition_penalty);
+    require(std::isfinite(p.presence_penalty), SPECLA_ERR_INVALID_ARGUMENT,
+            "presence_penalty must be a finite number (0 = off), got ", p.presence_penalty);
+    require(std::isfinite(p.frequency_penalty), SPECLA_ERR_INVALID_ARGUMENT,
+            "frequency_penalty must be a finite number (0 = off), got ", p.frequency_penalty);
+    require(p.penalty_last_n >= -1, SPECLA_ERR_INVALID_ARGUMENT,
+            "penalty_last_n must be >= -1 (-1 = the whole context, 0 = none), got ", p.penalty_last_n);
+    require(p.min_p >= 0.f && p.min_p <= 1.f, SPECLA_ERR_INVALID_ARGUMENT, "min_p must be in [0, 1], got ", p.min_p);
     SamplingConfig s;
     s.temperature = p.temperature;
     s.top_k = p.top_k;
     s.top_p = p.top_p;
+    s.repetition_penalty = p.repetition_penalty;
+    s.presence_penalty = p.presence_penalty;
+    s.frequency_penalty = p.frequency_penalty;
+    s.penalty_last_n = p.penalty_last_n;
+    s.min_p = p.min_p;
+    if (p.n_logit_bias) {
+        // The count first: a huge one (a -1 that became a size_t) must not make us read the array.
+        require(p.n_logit_bias <= SPECLA_LIMIT_LOGIT_BIAS, SPECLA_ERR_INVALID_ARGUMENT, "n_logit_bias is ",
+                p.n_logit_bias, ", more than SPECLA_LIMIT_LOGIT_BIAS (", SPECLA_LIMIT_LOGIT_BIAS, ")");
+        require(p.logit_bias != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "logit_bias is NULL but n_logit_bias is ",
+                p.n_logit_bias);
+        const int32_t vocab = session->impl->config().vocab_size;
+        s.logit_bias.reserve(p.n_logit_bias);
+        for (size_t i = 0; i < p.n_logit_bias; ++i) {
+            const specla_logit_bias &b = p.logit_bias[i];
+            require(b.token >= 0 && b.token < vocab, SPECLA_ERR_INVALID_ARGUMENT, "logit_bias[", i, "].token is ",
+                    b.token, ", outside the model's vocabulary [0, ", vocab, ")");
+            require(std::isfinite(b.bias), SPECLA_ERR_INVALID_ARGUMENT, "logit_bias[", i,
+                    "].bias must be a finite number, got ", b.bias);
+            s.logit_bias.emplace_back(b.token, b.bias);
+        }
+    }
     if (const Tokenizer *tok = tokenizer_of(session->model)) s.n_candidates = tok->vocab_size();
     return s;
+}
+
+uint64_t seed_for(uint64_t requested) {
+    if (requested != SPECLA_SEED_RANDOM) return requested;
+    std::random_device device;
+    uint64_t seed;
+    do {
+        // Two 32-bit draws, mixed with the clock in case the device is a deterministic fallback.
+        seed = (uint64_t(device()) << 32) ^ uint64_t(device()) ^
+               uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+    } while (seed == SPECLA_SEED_RANDOM);  // the value reported must repeat the run when passed back
+    return seed;
 }
 
 GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p) {
     require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", p.max_tokens);
     GenerateOptions opts;
     opts.sampling = sampling_for(session, p.sampling);
-    opts.seed = p.sampling.seed;
+    opts.seed = seed_for(p.sampling.seed);
     opts.max_tokens = p.max_tokens;
     opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
     if (specla_token_callback cb = p.on_token) {
@@ -113,6 +158,13 @@ SPECLA_API specla_sampling_params specla_sampling_default_params(void) {
     p.top_k = 0;
     p.top_p = 1.f;
     p.seed = 0;
+    p.repetition_penalty = 1.f;
+    p.presence_penalty = 0.f;
+    p.frequency_penalty = 0.f;
+    p.penalty_last_n = 64;
+    p.min_p = 0.f;
+    p.logit_bias = nullptr;
+    p.n_logit_bias = 0;
     return p;
 }
 

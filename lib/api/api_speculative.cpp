@@ -45,6 +45,7 @@ void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     static_assert(SPECLA_SPEC_MAX_DEPTH_STATS == kSpecMaxDepthStats, "depth statistics sizes differ");
     std::copy(s.drafted_at_depth, s.drafted_at_depth + kSpecMaxDepthStats, r.drafted_at_depth);
     std::copy(s.accepted_at_depth, s.accepted_at_depth + kSpecMaxDepthStats, r.accepted_at_depth);
+    r.seed = s.seed;
     *out = r;
 }
 
@@ -205,7 +206,7 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
         tree.tokens.assign(tokens, tokens + n_nodes);
         tree.parents.assign(parents, parents + n_nodes);
         if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + dist_floats);
-        Rng rng(sampling.seed);
+        Rng rng(seed_for(sampling.seed));
         StepResult r = verify_accept_commit(s, tree, cfg, rng, deferred_commit, TreeAlgorithm::Auto,
                                             node_logits != nullptr);
         std::copy(r.accept.path.begin(), r.accept.path.end(), accepted_nodes);

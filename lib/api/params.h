@@ -22,7 +22,10 @@ class Tokenizer;
 // are the ids the model's tokenizer defines: a model vocabulary padded beyond the tokenizer's
 // (public checkpoints round it up) has ids that are not tokens, and they are never generated.
 SamplingConfig sampling_for(const specla_session *session, const specla_sampling_params &p);
-// The engine's generation options from the C params: sampling checked, EOS per stop_at_eos,
+// The seed a generation uses: `requested`, or a freshly drawn one for SPECLA_SEED_RANDOM (never
+// SPECLA_SEED_RANDOM itself, so that reporting it lets the caller repeat the run).
+uint64_t seed_for(uint64_t requested);
+// The engine's generation options from the C params: sampling checked, the seed resolved, EOS per stop_at_eos,
 // the C callback (if any) as the per-token hook.
 GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p);
 // The text options: stop strings checked (their count before the array is read) and copied,

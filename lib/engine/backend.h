@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "model/config.h"
 #include "model/weights.h"
@@ -36,6 +38,14 @@ struct SamplingConfig {
     // -inf), greedy never picks them. Used for a model vocabulary padded beyond its tokenizer's,
     // whose padding ids are not tokens. 0 (or >= vocab): every id is a candidate.
     int32_t n_candidates = 0;
+    // The transformations of lib/generate/sampler.h (the order is documented there), each off at
+    // its default. Bias and penalties depend on the tokens before the sampled position.
+    std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
+    float repetition_penalty = 1.f;  // > 0; 1: off
+    float presence_penalty = 0.f;    // 0: off
+    float frequency_penalty = 0.f;   // 0: off
+    int32_t penalty_last_n = 64;     // tokens of the history the penalties count; -1: all; 0: none
+    float min_p = 0.f;               // 0: off
     // A positive temperature below the limit has no finite float reciprocal; its distribution is
     // the argmax's anyway.
     bool greedy() const { return !(temperature >= SPECLA_LIMIT_MIN_TEMPERATURE) || top_k == 1; }
@@ -44,6 +54,17 @@ struct SamplingConfig {
         return n_candidates > 0 && n_candidates < vocab ? n_candidates : vocab;
     }
     bool restricts(int32_t vocab) const { return candidates(vocab) < vocab; }
+    bool penalizes() const {
+        return penalty_last_n != 0 && (repetition_penalty != 1.f || presence_penalty != 0.f || frequency_penalty != 0.f);
+    }
+    // Whether the logits are transformed before selection (bias, penalties): the distribution
+    // then depends on the history, which only the host-side sampler sees.
+    bool transforms() const { return !logit_bias.empty() || penalizes(); }
+    // Whether a backend's own sampler (which knows temperature, top-k and top-p over the whole
+    // vocabulary only) cannot make the choice: the logits must come to the host.
+    bool needs_host_sampler(int32_t vocab) const {
+        return restricts(vocab) || transforms() || (!greedy() && min_p > 0.f);
+    }
 };
 
 // Per-row feature vectors of a pass (spec/eagle_drafter.md), host memory, D = hidden_size floats

@@ -33,6 +33,7 @@ Generation::Generation(Session &session, Drafter *drafter, const int32_t *prompt
     require(prompt_.size() > 0 || g.max_tokens == 0 || session_.can_continue(), SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
     wants_features_ = drafter_ && drafter_->wants_features();
+    stats_.seed = g.seed;
 }
 
 Generation::~Generation() {

@@ -79,14 +79,18 @@ int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling
     validate_tokens(config(), &token, 1);
     flush_pending();
     int32_t next;
-    if (sampling.restricts(config().vocab_size)) {
-        // A device sampler draws from the whole vocabulary: take the step's logits (the greedy
-        // path copies nothing else) and choose among the candidates here, by the same rule.
+    if (sampling.needs_host_sampler(config().vocab_size)) {
+        // A device sampler draws from the whole vocabulary with temperature, top-k and top-p
+        // only: take the step's logits (the greedy path copies nothing else) and choose here, by
+        // the same rule, with the transformations that read the history (the context with the
+        // token just fed). Cost on the GPU: one vocab-wide logits copy per token plus the host
+        // sampler, instead of an on-device argmax or draw.
         model_->backend().decode_and_sample(*state_, token, SamplingConfig{}, u, last_logits_.data());
-        next = sample_token(last_logits_.data(), config().vocab_size, sampling, u);
-    } else {
-        next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
+        context_.push_back(token);
+        last_logits_valid_ = false;
+        return sample_token(last_logits_.data(), config().vocab_size, sampling, History::of(context_), u);
     }
+    next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
     context_.push_back(token);
     last_logits_valid_ = false;
     return next;
@@ -101,7 +105,7 @@ int32_t Session::sample_next(const SamplingConfig &sampling, double u) {
     }
     require(last_logits_valid_, SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
-    return sample_token(last_logits_.data(), config().vocab_size, sampling, u);
+    return sample_token(last_logits_.data(), config().vocab_size, sampling, History::of(context_), u);
 }
 
 void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const VerifyBuffers &out) {

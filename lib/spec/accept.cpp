@@ -4,15 +4,18 @@
 //
 // Greedy (accept_greedy, and accept_sampled whenever the sampling config is greedy):
 //   at the current position let a = argmax of the target's logits (lowest id on ties, as
-//   specla::argmax; accept_sampled: over the config's candidate ids, as sample_token). If some
+//   specla::argmax; accept_sampled: greedy_token, i.e. after the logit bias and the penalties
+//   of that position's history and over the config's candidate ids, as sample_token). If some
 //   child of the current position carries token a, the first such child in node order is
 //   accepted and becomes the current position; otherwise the walk stops and a is the bonus token. The emitted tokens (path tokens, then the bonus) are exactly what plain
 //   greedy decoding of the target would produce.
 //
 // Sampled (accept_sampled), multi-round rejection sampling (SpecInfer; for a chain it reduces to
 // Leviathan et al. / Chen et al.):
-//   at the current position p = sampling_distribution(target logits, sampling) (temperature,
-//   top-k and top-p applied, ids that are not candidates at probability 0: the distribution plain
+//   at the current position p = sampling_distribution(target logits, sampling, history) (logit
+//   bias, penalties over the history of that position: the context, then the tokens of the path
+//   from the root to it; temperature, top-k, top-p and min-p applied, ids that are not
+//   candidates at probability 0: the distribution plain
 //   sampling draws from, so a draft token that is not a candidate is always rejected). The children are tried in node order. Child c, with token x and
 //   drafter row q (tree.draft_dists row c; one-hot at x when draft_dists is empty), draws one
 //   u = rng.uniform() and is accepted iff q(x) > 0 and u < p(x) / q(x), i.e. with probability
@@ -79,15 +82,17 @@ void check_inputs(const DraftTree &tree, const float *root_logits, const float *
 
 }  // namespace
 
-AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice) {
-    require(tree.parents.size() == tree.tokens.size(), SPECLA_ERR_INVALID_ARGUMENT, "accept: draft tree has ",
-            tree.tokens.size(), " tokens but ", tree.parents.size(), " parents");
-    require(tree.empty() || node_choice != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
-            "accept: node choices must not be NULL for a non-empty tree");
+namespace {
+// The greedy walk: choose(pos, path_tokens) is the target's choice at position pos (-1: the
+// root) after the draft path whose tokens are path_tokens; called only for positions reached.
+template <class Choose>
+AcceptResult greedy_walk(const DraftTree &tree, Choose choose) {
     const Children children(tree);
     AcceptResult result;
-    int32_t cur = -1, best = root_choice;
+    std::vector<int32_t> path_tokens;
+    int32_t cur = -1;
     for (;;) {
+        const int32_t best = choose(cur, path_tokens);
         int32_t c = children.first_of(cur);
         while (c >= 0 && tree.tokens[size_t(c)] != best) c = children.next[size_t(c)];
         if (c < 0) {
@@ -95,32 +100,46 @@ AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, c
             return result;
         }
         result.path.push_back(c);
+        path_tokens.push_back(best);
         cur = c;
-        best = node_choice[c];
     }
 }
 
-namespace {
-// The greedy rule over the first n_candidates ids of every row (the argmax sample_token takes).
-AcceptResult accept_greedy_among(const DraftTree &tree, const float *root_logits, const float *node_logits,
-                                 int32_t vocab, int32_t n_candidates) {
-    check_inputs(tree, root_logits, node_logits, vocab);
-    std::vector<int32_t> choice(tree.tokens.size());
-    for (size_t i = 0; i < choice.size(); ++i) choice[i] = argmax(node_logits + i * size_t(vocab), n_candidates);
-    return accept_greedy_choices(tree, argmax(root_logits, n_candidates), choice.data());
+const float *row_of(const float *root_logits, const float *node_logits, int32_t pos, int32_t vocab) {
+    return pos < 0 ? root_logits : node_logits + size_t(pos) * size_t(vocab);
 }
 }  // namespace
 
+AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice) {
+    require(tree.parents.size() == tree.tokens.size(), SPECLA_ERR_INVALID_ARGUMENT, "accept: draft tree has ",
+            tree.tokens.size(), " tokens but ", tree.parents.size(), " parents");
+    require(tree.empty() || node_choice != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+            "accept: node choices must not be NULL for a non-empty tree");
+    return greedy_walk(tree, [&](int32_t pos, const std::vector<int32_t> &) {
+        return pos < 0 ? root_choice : node_choice[pos];
+    });
+}
+
 AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab) {
-    return accept_greedy_among(tree, root_logits, node_logits, vocab, vocab);
+    check_inputs(tree, root_logits, node_logits, vocab);
+    return greedy_walk(tree, [&](int32_t pos, const std::vector<int32_t> &) {
+        return argmax(row_of(root_logits, node_logits, pos, vocab), vocab);
+    });
 }
 
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
-                            const SamplingConfig &sampling, Rng &rng) {
-    if (sampling.greedy())
-        return accept_greedy_among(tree, root_logits, node_logits, vocab, sampling.candidates(vocab));
+                            const SamplingConfig &sampling, Rng &rng, const History &context) {
     check_inputs(tree, root_logits, node_logits, vocab);
+    // The history of a position: the context, then the tokens of the path to it.
+    auto history = [&](const std::vector<int32_t> &path_tokens) {
+        return History{context.context, context.n_context, path_tokens.data(), path_tokens.size()};
+    };
+    if (sampling.greedy())
+        return greedy_walk(tree, [&](int32_t pos, const std::vector<int32_t> &path_tokens) {
+            return greedy_token(row_of(root_logits, node_logits, pos, vocab), vocab, sampling, history(path_tokens));
+        });
     const Children children(tree);
+    std::vector<int32_t> path_tokens;
     const bool one_hot = tree.draft_dists.empty();
     std::vector<float> p(size_t(vocab), 0.f);
     std::vector<double> residual(size_t(vocab), 0.0);
@@ -128,7 +147,7 @@ AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, con
     int32_t cur = -1;
     const float *logits = root_logits;
     for (;;) {
-        sampling_distribution(logits, vocab, sampling, p.data());
+        sampling_distribution(logits, vocab, sampling, history(path_tokens), p.data());
         int32_t accepted = -1;
         for (int32_t c = children.first_of(cur); c >= 0; c = children.next[size_t(c)]) {
             const int32_t x = tree.tokens[size_t(c)];
@@ -160,6 +179,7 @@ AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, con
             return result;
         }
         result.path.push_back(accepted);
+        path_tokens.push_back(tree.tokens[size_t(accepted)]);
         cur = accepted;
         logits = node_logits + size_t(accepted) * size_t(vocab);
     }

@@ -9,6 +9,7 @@
 
 #include "engine/backend.h"
 #include "generate/rng.h"
+#include "generate/sampler.h"
 #include "spec/draft_tree.h"
 
 namespace specla {
@@ -26,14 +27,16 @@ AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, cons
 // returns without copying logits to the host).
 AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice);
 
-// Sampling with temperature/top-k/top-p applied to the target (and used as given for the
+// Sampling with the whole of lib/generate/sampler.h applied to the target (and used as given for the
 // drafter's rows), over the config's candidate ids (SamplingConfig::n_candidates), exactly the
 // distribution plain sampling draws from. Uses tree.draft_dists when present, one-hot proposals
 // otherwise. A greedy config (SamplingConfig::greedy()) gives accept_greedy's result (its argmax
 // taken over the candidates) and draws nothing from rng;
 // otherwise one uniform is drawn per child tested and one for the bonus. The exact rule, its
 // degenerate cases and the condition for losslessness are documented in accept.cpp.
+// `context`: the tokens before the root (History::path unused); a node's history is the context
+// followed by the tokens of its path, which is what the logit bias and penalties read.
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
-                            const SamplingConfig &sampling, Rng &rng);
+                            const SamplingConfig &sampling, Rng &rng, const History &context = History{});
 
 }  // namespace specla

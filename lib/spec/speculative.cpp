@@ -16,7 +16,10 @@ void verify_and_accept(Session &session, const DraftTree &tree, const SamplingCo
         buf.root_features = features->data();
         buf.node_features = features->data() + D;
     }
-    if (sampling.greedy() && !sampling.restricts(int32_t(vocab)) && !need_logits) {
+    // The backend's per-row argmax is the greedy choice unless the choice reads more than the
+    // row (candidates, logit bias, penalties of each node's history): then the logits come to
+    // the host (on the GPU: n + 1 vocab-wide rows instead of n + 1 ids).
+    if (sampling.greedy() && !sampling.restricts(int32_t(vocab)) && !sampling.transforms() && !need_logits) {
         int32_t root_choice = -1;
         choice.resize(n);
         buf.root_argmax = &root_choice;
@@ -30,7 +33,10 @@ void verify_and_accept(Session &session, const DraftTree &tree, const SamplingCo
     buf.root_logits = root.data();
     buf.node_logits = nodes.data();
     session.verify(tree, algorithm, buf);
-    acc = accept_sampled(tree, root.data(), nodes.data(), int32_t(vocab), sampling, rng);  // greedy when it is
+    // The root's history is the context (with the pending token, which led the pass); a node's
+    // adds its path (accept_sampled).
+    acc = accept_sampled(tree, root.data(), nodes.data(), int32_t(vocab), sampling, rng,
+                         History::of(session.context()));  // greedy when it is
 }
 
 StepResult verify_accept_commit(Session &session, const DraftTree &tree, const SamplingConfig &sampling, Rng &rng,

@@ -30,6 +30,7 @@ struct SpecStats {
     int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation)
     int64_t drafted_at_depth[kSpecMaxDepthStats] = {};   // nodes at depth d+1
     int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
+    uint64_t seed = 0;       // the generation's random stream (GenerateOptions::seed)
 };
 
 // Runs a speculative generation (lib/generate/generation.h) to completion, without text.

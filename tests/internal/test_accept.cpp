@@ -69,12 +69,15 @@ struct GreedyCase {
 // or, for the "drafter equals target" cases, exactly the target's sampling distribution.
 
 constexpr int32_t kS = 6;
+constexpr int32_t kCtxA = 2, kCtxB = 4;  // the last two tokens of the history the samples start from
 
 struct Synthetic {
     std::vector<float> A, B, D;
     SamplingConfig target;
     SamplingConfig draft;
     bool draft_is_target = false;
+    // The history the samples start from (what penalties count); ends in kCtxA, kCtxB.
+    std::vector<int32_t> context = {kCtxA, kCtxB};
 
     explicit Synthetic(uint64_t seed) : A(kS * kS), B(kS * kS), D(kS * kS) {
         Rng r(seed);
@@ -90,11 +93,12 @@ struct Synthetic {
     void target_logits(int32_t a, int32_t b, float *out) const {
         for (int32_t t = 0; t < kS; ++t) out[t] = A[size_t(b * kS + t)] + B[size_t(a * kS + t)];
     }
-    void target_dist(int32_t a, int32_t b, float *out) const {
+    void target_dist(int32_t a, int32_t b, const History &h, float *out) const {
         float logits[kS];
         target_logits(a, b, logits);
-        sampling_distribution(logits, kS, target, out);
+        sampling_distribution(logits, kS, target, h, out);
     }
+    void target_dist(int32_t a, int32_t b, float *out) const { target_dist(a, b, History{}, out); }
     void draft_dist(int32_t a, int32_t b, float *out) const {
         if (draft_is_target) return target_dist(a, b, out);
         sampling_distribution(&D[size_t(b * kS)], kS, draft, out);
@@ -112,7 +116,7 @@ const char *kind_name(DraftKind k) {
 }
 
 using AcceptFn = std::function<AcceptResult(const DraftTree &, const float *, const float *, int32_t,
-                                            const SamplingConfig &, Rng &)>;
+                                            const SamplingConfig &, Rng &, const History &)>;
 
 struct Scratch {
     DraftTree tree;
@@ -123,7 +127,7 @@ struct Scratch {
 // One speculative step after a history ending in (a, b): draft on `shape`, verify with the
 // synthetic target, accept. Appends the emitted tokens (path tokens, then the bonus) to `out`.
 void speculative_step(const Synthetic &m, const std::vector<int32_t> &shape, DraftKind kind, int32_t a, int32_t b,
-                      const AcceptFn &accept, Rng &draft_rng, Rng &accept_rng, Scratch &s,
+                      const std::vector<int32_t> &history, const AcceptFn &accept, Rng &draft_rng, Rng &accept_rng, Scratch &s,
                       std::vector<int32_t> &out) {
     const int32_t n = int32_t(shape.size());
     s.tree.clear();
@@ -162,7 +166,8 @@ void speculative_step(const Synthetic &m, const std::vector<int32_t> &shape, Dra
         m.target_logits(pb, tok, &s.node_logits[size_t(i) * kS]);
     }
     m.target_logits(a, b, s.root_logits.data());
-    const AcceptResult r = accept(s.tree, s.root_logits.data(), s.node_logits.data(), kS, m.target, accept_rng);
+    const AcceptResult r =
+        accept(s.tree, s.root_logits.data(), s.node_logits.data(), kS, m.target, accept_rng, History::of(history));
     for (int32_t c : r.path) out.push_back(s.tree.tokens[size_t(c)]);
     out.push_back(r.bonus);
 }
@@ -172,21 +177,22 @@ struct Histograms {
     double mean_emitted = 0;  // tokens per step (acceptance + 1), for the report
 };
 
-constexpr int32_t kCtxA = 2, kCtxB = 4;  // the history the samples start from
 
 Histograms simulate(const Synthetic &m, const std::vector<int32_t> &shape, DraftKind kind, const AcceptFn &accept,
                     int64_t samples, uint64_t seed) {
     Histograms h;
     Rng draft_rng(seed), accept_rng(seed ^ 0x5bd1e995u);
     Scratch s;
-    std::vector<int32_t> out;
+    std::vector<int32_t> out, history;
     int64_t steps = 0, emitted = 0;
     for (int64_t i = 0; i < samples; ++i) {
         out.clear();
         int32_t a = kCtxA, b = kCtxB;
         while (out.size() < 2) {
             const size_t before = out.size();
-            speculative_step(m, shape, kind, a, b, accept, draft_rng, accept_rng, s, out);
+            history = m.context;
+            history.insert(history.end(), out.begin(), out.end());
+            speculative_step(m, shape, kind, a, b, history, accept, draft_rng, accept_rng, s, out);
             ++steps, emitted += int64_t(out.size() - before);
             a = out.size() >= 2 ? out[out.size() - 2] : b;
             b = out.back();
@@ -205,10 +211,12 @@ struct Exact {
 Exact exact(const Synthetic &m) {
     Exact e;
     float p1[kS], p2[kS];
-    m.target_dist(kCtxA, kCtxB, p1);
+    m.target_dist(kCtxA, kCtxB, History::of(m.context), p1);
     for (int32_t x = 0; x < kS; ++x) {
         e.first[size_t(x)] = p1[x];
-        m.target_dist(kCtxB, x, p2);
+        std::vector<int32_t> after_x = m.context;
+        after_x.push_back(x);
+        m.target_dist(kCtxB, x, History::of(after_x), p2);
         for (int32_t y = 0; y < kS; ++y) e.joint[size_t(x * kS + y)] = double(p1[x]) * double(p2[y]);
     }
     return e;
@@ -277,7 +285,7 @@ void expect_lossless(const char *name, Synthetic &m, const std::vector<int32_t> 
 
 // Accepts every first child: emits the drafter's tokens.
 AcceptResult accept_always(const DraftTree &tree, const float *root, const float *nodes, int32_t vocab,
-                           const SamplingConfig &cfg, Rng &rng) {
+                           const SamplingConfig &cfg, Rng &rng, const History &) {
     AcceptResult r;
     int32_t cur = -1;
     const float *logits = root;
@@ -296,7 +304,7 @@ AcceptResult accept_always(const DraftTree &tree, const float *root, const float
 
 // The right acceptance test, but a rejection leaves p as it was (no residual): the classic bug.
 AcceptResult accept_without_residual(const DraftTree &tree, const float *root, const float *nodes, int32_t vocab,
-                                     const SamplingConfig &cfg, Rng &rng) {
+                                     const SamplingConfig &cfg, Rng &rng, const History &) {
     AcceptResult r;
     int32_t cur = -1;
     const float *logits = root;
@@ -322,7 +330,7 @@ AcceptResult accept_without_residual(const DraftTree &tree, const float *root, c
 // A protocol slip: siblings drafted without replacement, but every sibling judged against the
 // parent's full row (as for i.i.d. siblings), i.e. the wrong q for all but the first.
 AcceptResult accept_with_parent_rows(const DraftTree &tree, const float *root, const float *nodes, int32_t vocab,
-                                     const SamplingConfig &cfg, Rng &rng) {
+                                     const SamplingConfig &cfg, Rng &rng, const History &history) {
     DraftTree wrong = tree;
     for (int32_t c = 0; c < tree.size(); ++c)
         for (int32_t f = 0; f < c; ++f)
@@ -331,16 +339,16 @@ AcceptResult accept_with_parent_rows(const DraftTree &tree, const float *root, c
                             &wrong.draft_dists[size_t(c) * size_t(vocab)]);
                 break;
             }
-    return accept_sampled(wrong, root, nodes, vocab, cfg, rng);
+    return accept_sampled(wrong, root, nodes, vocab, cfg, rng, history);
 }
 
 // Drafter rows scaled by 1/1.1: acceptance probability min(1, 1.1 p/q), and a residual off by as
 // much.
 AcceptResult accept_inflated(const DraftTree &tree, const float *root, const float *nodes, int32_t vocab,
-                             const SamplingConfig &cfg, Rng &rng) {
+                             const SamplingConfig &cfg, Rng &rng, const History &history) {
     DraftTree scaled = tree;
     for (float &x : scaled.draft_dists) x /= 1.1f;
-    return accept_sampled(scaled, root, nodes, vocab, cfg, rng);
+    return accept_sampled(scaled, root, nodes, vocab, cfg, rng, history);
 }
 
 }  // namespace
@@ -690,6 +698,86 @@ TEST_CASE("sampled acceptance is lossless: trees") {
     expect_lossless("tree, drafter = target, T=1 top-p 0.9", m, kTree7, DraftKind::Iid, 26);
 }
 
+// Bias, penalties and min-p: the target at a node depends on the context and the draft path to
+// it. The context repeats tokens and the window (4) is shorter than the history, so the path
+// tokens move tokens into and out of the window: a rule that judged nodes with the context's
+// counts only would be off (the negative control below).
+SamplingConfig with_transforms(SamplingConfig c) {
+    c.repetition_penalty = 1.3f;
+    c.presence_penalty = 0.3f;
+    c.frequency_penalty = 0.2f;
+    c.penalty_last_n = 4;
+    c.min_p = 0.02f;
+    c.logit_bias = {{1, 0.5f}, {5, -0.8f}, {1, 0.2f}};
+    return c;
+}
+const std::vector<int32_t> kRepeatingContext = {3, 3, 1, 0, 3, kCtxA, kCtxB};
+
+TEST_CASE("sampled acceptance is lossless: logit bias, penalties and min-p over the path") {
+    Synthetic m(4004);
+    m.context = kRepeatingContext;
+    m.target = with_transforms(cfg(1.f));
+    expect_lossless("chain, bias + penalties + min-p, T=1", m, kChain4, DraftKind::Iid, 41);
+    m.target = with_transforms(cfg(0.8f, 5, 0.95f));
+    expect_lossless("tree, siblings without replacement, bias + penalties + min-p, T=0.8 top-k 5 top-p 0.95", m,
+                    kTree7, DraftKind::WithoutReplacement, 42);
+    m.target = with_transforms(cfg(1.2f));
+    expect_lossless("bushy tree, one-hot proposals, bias + penalties + min-p, T=1.2", m, kBushy, DraftKind::TopK, 43);
+    m.target = with_transforms(cfg(1.f));
+    m.draft_is_target = true;  // (the drafter's rows see no history: close to the target, not equal)
+    expect_lossless("deep chain, drafter ~ target, bias + penalties + min-p, T=1", m, kChain8, DraftKind::Iid, 44);
+}
+
+TEST_CASE("greedy acceptance with penalties and bias equals greedy decoding with them") {
+    const uint64_t seed = test::fresh_seed();
+    MESSAGE("random greedy trees with penalties: seed " << seed << " (set SPECLA_TEST_SEED to replay)");
+    Rng rng(seed);
+    auto below = [&](int32_t n) { return int32_t(rng.next() % uint64_t(n)); };
+    Synthetic m(seed + 7);
+    SamplingConfig g = with_transforms(cfg(0.f));
+    g.repetition_penalty = 3.f;  // strong enough to change the argmax often
+    for (int trial = 0; trial < 1000; ++trial) {
+        std::vector<int32_t> ctx;
+        for (int i = 0, n = 2 + below(6); i < n; ++i) ctx.push_back(below(kS));
+        const int32_t a = ctx[ctx.size() - 2], b = ctx.back();
+        // The greedy continuation with penalties, token by token (the reference loop).
+        auto greedy_after = [&](std::vector<int32_t> h, int32_t n) {
+            std::vector<int32_t> out;
+            for (int32_t k = 0; k < n; ++k) {
+                float lg[kS];
+                m.target_logits(h[h.size() - 2], h.back(), lg);
+                out.push_back(greedy_token(lg, kS, g, History::of(h)));
+                h.push_back(out.back());
+            }
+            return out;
+        };
+        const std::vector<int32_t> want = greedy_after(ctx, 12);
+        // A tree mixing that continuation with random tokens.
+        DraftTree tree;
+        std::vector<std::vector<int32_t>> hist;  // node i's history (context + path + token)
+        std::vector<float> nodes;
+        float root[kS];
+        m.target_logits(a, b, root);
+        for (int32_t i = 0, n = 1 + below(10); i < n; ++i) {
+            const int32_t p = below(i + 1) - 1;
+            const std::vector<int32_t> h = p < 0 ? ctx : hist[size_t(p)];  // (a copy: hist grows)
+            const int32_t tok = below(2) == 0 ? below(kS) : greedy_after(h, 1)[0];
+            tree.add(tok, p);
+            hist.push_back(h);
+            hist.back().push_back(tok);
+            nodes.resize(nodes.size() + kS);
+            m.target_logits(h.back(), tok, &nodes[nodes.size() - kS]);
+        }
+        Rng r1(trial);
+        const AcceptResult r = accept_sampled(tree, root, nodes.data(), kS, g, r1, History::of(ctx));
+        std::vector<int32_t> emitted;
+        for (int32_t c : r.path) emitted.push_back(tree.tokens[size_t(c)]);
+        emitted.push_back(r.bonus);
+        REQUIRE(emitted.size() <= want.size());
+        CHECK(emitted == std::vector<int32_t>(want.begin(), want.begin() + long(emitted.size())));
+    }
+}
+
 TEST_CASE("the losslessness test detects biased acceptance rules (negative controls)") {
     // Each wrong rule must be rejected at the level the correct rule passes at (kAlpha), the gross
     // ones far below it: the test has the power to fail.
@@ -726,6 +814,20 @@ TEST_CASE("the losslessness test detects biased acceptance rules (negative contr
         const Verdict v = run_case("negative control: no residual, one-hot tree", m, kTree7, DraftKind::TopK,
                                    accept_without_residual, 33);
         CHECK(v.first.p_value < 1e-12);
+        CHECK(v.joint.p_value < 1e-12);
+    }
+    {
+        // Penalties computed from the context alone at every node (the draft path ignored).
+        Synthetic mp(4004);
+        mp.context = kRepeatingContext;
+        mp.target = with_transforms(cfg(1.f));
+        const std::vector<int32_t> context = mp.context;
+        const AcceptFn context_only = [&](const DraftTree &tree, const float *root, const float *nodes, int32_t vocab,
+                                          const SamplingConfig &c, Rng &rng, const History &) {
+            return accept_sampled(tree, root, nodes, vocab, c, rng, History::of(context));
+        };
+        const Verdict v = run_case("negative control: penalties blind to the draft path and the emitted tokens", mp,
+                                   kChain4, DraftKind::Iid, context_only, 36);
         CHECK(v.joint.p_value < 1e-12);
     }
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "engine/model.h"
+#include "generate/generate.h"
 #include "generate/rng.h"
 #include "generate/sampler.h"
 #include "session/session.h"
@@ -108,6 +109,18 @@ TEST_CASE("speculative sampling through the engine is distributed exactly as pla
     struct Variant { const char *name; SamplingConfig s; };
     std::vector<Variant> variants = {{"T=1", {1.0f, 0, 1.0f}}, {"T=0.7 top-k 4", {0.7f, 4, 1.0f}},
                                      {"T=1.3 top-p 0.8", {1.3f, 0, 0.8f}}};
+    {
+        // Bias, penalties (a window of 3: the draft path and the emitted tokens push prompt
+        // tokens out of it) and min-p, which make the target depend on each node's path.
+        Variant v{"T=1.2 + bias, penalties, min-p", {1.2f, 0, 1.f}};
+        v.s.logit_bias = {{0, 0.8f}, {3, -0.6f}};
+        v.s.repetition_penalty = 1.4f;
+        v.s.presence_penalty = 0.3f;
+        v.s.frequency_penalty = 0.2f;
+        v.s.penalty_last_n = 3;
+        v.s.min_p = 0.03f;
+        variants.push_back(v);
+    }
     for (const Variant &var : variants) {
         // The exact target: p1 after the prompt, p2 after prompt + a.
         Session ref(model, lim);
@@ -115,7 +128,7 @@ TEST_CASE("speculative sampling through the engine is distributed exactly as pla
         ref.eval(prompt.data(), prompt.size(), LogitsRows::Last, logits.data());
         std::vector<double> p1(kVocab), p12(kVocab * kVocab);
         std::vector<float> dist(static_cast<size_t>(kVocab));
-        sampling_distribution(logits.data(), kVocab, var.s, dist.data());
+        sampling_distribution(logits.data(), kVocab, var.s, History::of(prompt), dist.data());
         for (int a = 0; a < kVocab; ++a) p1[size_t(a)] = dist[size_t(a)];
         for (int a = 0; a < kVocab; ++a) {
             Session s(model, lim);
@@ -123,7 +136,7 @@ TEST_CASE("speculative sampling through the engine is distributed exactly as pla
             seq.push_back(a);
             s.eval(seq.data(), seq.size(), LogitsRows::Last, logits.data());
             std::vector<float> d2(static_cast<size_t>(kVocab));
-            sampling_distribution(logits.data(), kVocab, var.s, d2.data());
+            sampling_distribution(logits.data(), kVocab, var.s, History::of(seq), d2.data());
             for (int b = 0; b < kVocab; ++b) p12[size_t(a * kVocab + b)] = p1[size_t(a)] * d2[size_t(b)];
         }
 
@@ -136,6 +149,30 @@ TEST_CASE("speculative sampling through the engine is distributed exactly as pla
             const auto rq = test::chi_square_gof(q_first, p1);
             INFO(var.name, " drafter-only control ", rq.str());
             CHECK((rq.p_value < kAlpha || rq.impossible > 0));
+        }
+        if (var.s.transforms()) {
+            // Plain sampling (the generation loop's decoding steps) follows the same p1, p12.
+            const uint64_t seed = test::fixed_seed(0x91a1e000u);
+            std::vector<int64_t> first(kVocab, 0), pair(kVocab * kVocab, 0);
+            Session s(model, lim);
+            GenerateOptions g;
+            g.sampling = var.s;
+            g.max_tokens = 2;
+            for (int trial = 0; trial < 40000; ++trial) {
+                s.reset();
+                g.seed = seed + uint64_t(trial);
+                const std::vector<int32_t> out = generate(s, prompt.data(), prompt.size(), g);
+                ++first[size_t(out[0])];
+                ++pair[size_t(out[0] * kVocab + out[1])];
+            }
+            const auto r1 = test::chi_square_gof(first, p1);
+            const auto r2 = test::chi_square_gof(pair, p12);
+            std::printf("[lossless] %s, plain sampling: first token %s; two tokens %s\n", var.name, r1.str().c_str(),
+                        r2.str().c_str());
+            CHECK(r1.impossible == 0);
+            CHECK(r2.impossible == 0);
+            CHECK(r1.p_value > kAlpha);
+            CHECK(r2.p_value > kAlpha);
         }
         for (DraftKind kind : {DraftKind::ChainSampled, DraftKind::TreeSampled, DraftKind::TreeOneHot}) {
             const uint64_t seed = test::fixed_seed(0x5eed0000u + uint64_t(kind) * 17 + uint64_t(&var - variants.data()));

@@ -20,9 +20,10 @@ struct ModelHandle {
     ~ModelHandle() { specla_model_free(m); }
     ModelHandle(const ModelHandle &) = delete;
     ModelHandle &operator=(const ModelHandle &) = delete;
-    specla_model_info info() const {
+    specla_model_info info() const { return info_of(m); }
+    static specla_model_info info_of(const specla_model *model) {
         specla_model_info i{};
-        REQUIRE(specla_model_get_info(m, &i) == SPECLA_OK);
+        REQUIRE(specla_model_get_info(model, &i) == SPECLA_OK);
         return i;
     }
 };
