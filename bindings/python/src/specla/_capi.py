@@ -60,6 +60,8 @@ SPECLA_TREE_PARALLEL_WY = 2
 
 SPECLA_SPEC_MAX_DEPTH_STATS = 32
 
+SPECLA_SEED_RANDOM = 2**64 - 1  # UINT64_MAX
+
 SPECLA_SESSION_STATE_VERSION = 1
 
 SPECLA_FINISH_NONE = 0
@@ -139,12 +141,26 @@ class specla_session_memory(Structure):
     ]
 
 
+class specla_logit_bias(Structure):
+    _fields_ = [
+        ("token", c_int32),
+        ("bias", c_float),
+    ]
+
+
 class specla_sampling_params(Structure):
     _fields_ = [
         ("temperature", c_float),
         ("top_k", c_int32),
         ("top_p", c_float),
         ("seed", c_uint64),
+        ("repetition_penalty", c_float),
+        ("presence_penalty", c_float),
+        ("frequency_penalty", c_float),
+        ("penalty_last_n", c_int32),
+        ("min_p", c_float),
+        ("logit_bias", POINTER(specla_logit_bias)),
+        ("n_logit_bias", c_size_t),
     ]
 
 
@@ -205,6 +221,7 @@ class specla_spec_stats(Structure):
         ("acceptance_rate", c_double),
         ("drafted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
         ("accepted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
+        ("seed", c_uint64),
     ]
 
 
