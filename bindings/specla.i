@@ -595,7 +595,7 @@ static void specla_binding_close_generation(specla_binding_generation *gen) {
 %rename("$ignore", regextarget=1, %$isfunction) "^specla_";
 
 /* Callbacks and borrowed pointer arrays have no safe managed counterpart in this binding
- * (streaming, progress and stop strings are C-only for now); per-depth statistics are C arrays. */
+ * (progress and stop strings are C-only for now; streaming is the Generation class below); per-depth statistics are C arrays. */
 %ignore specla_model_params::progress_callback;
 %ignore specla_model_params::progress_user_data;
 %ignore specla_generate_params::on_token;
