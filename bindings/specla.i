@@ -450,6 +450,143 @@ static specla_binding_text specla_binding_generate_speculative_text(
         return out;
     return specla_binding_take_library_text(text);
 }
+
+/* ---- Session state ---------------------------------------------------------------------------- */
+typedef struct specla_binding_bytes { uint8_t *data; size_t size; } specla_binding_bytes;
+
+static specla_binding_bytes specla_binding_save_state(specla_binding_session *box) {
+    specla_binding_begin();
+    specla_binding_bytes out = {NULL, 0};
+    specla_session *session = specla_binding_open_session(box);
+    size_t needed = 0;
+    if (!session) return out;
+    /* The sizing call answers CAPACITY with the size. */
+    const specla_status sized = specla_session_save_state(session, NULL, 0, &needed);
+    if (sized != SPECLA_ERR_CAPACITY && !specla_binding_check(sized)) return out;
+    uint8_t *bytes = specla_binding_alloc(needed, 1);
+    if (!bytes) return out;
+    if (!specla_binding_check(specla_session_save_state(session, bytes, needed, &needed))) {
+        free(bytes);
+        return out;
+    }
+    out.data = bytes;
+    out.size = needed;
+    return out;
+}
+
+static specla_session_memory *specla_binding_get_session_memory(const specla_binding_session *box) {
+    specla_binding_begin();
+    specla_session *session = specla_binding_open_session(box);
+    specla_session_memory *memory = session ? specla_binding_alloc(1, sizeof *memory) : NULL;
+    if (memory && !specla_binding_check(specla_session_get_memory(session, memory))) {
+        free(memory);
+        memory = NULL;
+    }
+    return memory;
+}
+
+/* ---- Pull-style generation --------------------------------------------------------------------
+ * The box keeps the last step, whose buffers the generation owns until the next call on it, and
+ * a reference to the model, so that the generation is released before the model whatever order
+ * a garbage collector closes things in. specla_generation_abort may run on any thread while
+ * specla_generation_next runs on another; the languages keep it from racing with the free. */
+typedef struct specla_binding_generation {
+    specla_generation *generation;
+    specla_binding_model *model;
+    specla_generation_step step;
+} specla_binding_generation;
+
+static specla_binding_generation *specla_binding_begin_generation(
+    specla_binding_session *box, specla_binding_drafter *drafter_box, const char *prompt_text,
+    const int32_t *prompt, size_t n_prompt, const specla_spec_params *params) {
+    specla_binding_begin();
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return NULL;
+    specla_drafter *drafter = drafter_box ? drafter_box->drafter : NULL;
+    const specla_spec_params p = params ? *params : specla_spec_default_params();
+    specla_generation *generation = NULL;
+    const specla_status st =
+        prompt_text ? specla_generation_begin_text(session, drafter, prompt_text, strlen(prompt_text), p, &generation)
+                    : specla_generation_begin(session, drafter, prompt, n_prompt, p, &generation);
+    if (!specla_binding_check(st)) return NULL;
+    specla_binding_generation *gen = specla_binding_alloc(1, sizeof *gen);
+    if (!gen) {
+        specla_generation_free(generation);
+        return NULL;
+    }
+    memset(gen, 0, sizeof *gen);
+    gen->generation = generation;
+    gen->model = box->model;
+    gen->step.stop_index = -1;
+    specla_binding_retain_model(box->model);
+    return gen;
+}
+
+/* Plain generation takes only the generate part of the speculative parameters. */
+static specla_spec_params specla_binding_plain_params(const specla_generate_params *params) {
+    specla_spec_params p = specla_spec_default_params();
+    if (params) p.generate = *params;
+    return p;
+}
+
+static specla_binding_generation *specla_binding_open_generation(specla_binding_generation *gen) {
+    if (!gen) specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the generation is closed (or null)");
+    return gen;
+}
+
+/* One step; its text is copied with its explicit length (it may hold a NUL the model decoded). */
+static specla_binding_text specla_binding_generation_next(specla_binding_generation *gen) {
+    specla_binding_begin();
+    specla_binding_text out = {NULL, 0};
+    if (!specla_binding_open_generation(gen)) return out;
+    const specla_status st = specla_generation_next(gen->generation, &gen->step);
+    if (st != SPECLA_OK) {
+        /* A refused call (after the end) leaves no step; a failed one finished with ERROR. */
+        gen->step.n_tokens = 0;
+        gen->step.text_len = 0;
+        if (st != SPECLA_ERR_STATE) gen->step.finish_reason = SPECLA_FINISH_ERROR;
+        specla_binding_check(st);
+        return out;
+    }
+    out.data = specla_binding_alloc(gen->step.text_len + 1, 1);
+    if (!out.data) return out;
+    memcpy(out.data, gen->step.text, gen->step.text_len);
+    out.data[gen->step.text_len] = '\0';
+    out.size = gen->step.text_len;
+    return out;
+}
+
+static specla_binding_tokens specla_binding_generation_tokens(specla_binding_generation *gen) {
+    specla_binding_begin();
+    specla_binding_tokens out = {NULL, 0};
+    if (!specla_binding_open_generation(gen) || gen->step.n_tokens == 0) return out;
+    out.data = specla_binding_alloc(gen->step.n_tokens, sizeof *out.data);
+    if (!out.data) return out;
+    memcpy(out.data, gen->step.tokens, gen->step.n_tokens * sizeof *out.data);
+    out.size = gen->step.n_tokens;
+    return out;
+}
+
+static specla_spec_stats *specla_binding_stats_of_generation(const specla_binding_generation *gen) {
+    specla_binding_begin();
+    if (!gen) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the generation is closed (or null)");
+        return NULL;
+    }
+    specla_spec_stats *stats = specla_binding_alloc(1, sizeof *stats);
+    if (stats && !specla_binding_check(specla_generation_stats(gen->generation, stats))) {
+        free(stats);
+        stats = NULL;
+    }
+    return stats;
+}
+
+static void specla_binding_close_generation(specla_binding_generation *gen) {
+    if (!gen) return;
+    specla_generation_free(gen->generation);
+    specla_binding_release_model(gen->model);
+    free(gen);
+}
 %}
 
 /* ==== Names ================================================================================== */
@@ -458,7 +595,7 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %rename("$ignore", regextarget=1, %$isfunction) "^specla_";
 
 /* Callbacks and borrowed pointer arrays have no safe managed counterpart in this binding
- * (streaming, progress and stop strings are C-only for now); per-depth statistics are C arrays. */
+ * (progress and stop strings are C-only for now; streaming is the Generation class below); per-depth statistics are C arrays. */
 %ignore specla_model_params::progress_callback;
 %ignore specla_model_params::progress_user_data;
 %ignore specla_generate_params::on_token;
@@ -472,15 +609,21 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %ignore SPECLA_LOG_INFO;
 %ignore SPECLA_LOG_WARN;
 %ignore SPECLA_LOG_ERROR;
-/* The pull generation's step points into the generation (its text has a length, the generic
- * char * typemaps do not fit it): not wrapped straight from the header. */
+/* The pull generation's step points into buffers the generation owns until its next call: the
+ * Generation class below copies what it holds (the text with its length) instead. */
 %ignore specla_generation_step;
+/* Its items would collide with LOGITS_NONE and ERR_ABORTED once their prefixes are stripped (C
+ * enum items share one scope): each language declares FinishReason itself, from the values. */
+%ignore specla_finish_reason;
+%ignore SPECLA_FINISH_NONE;
+%ignore SPECLA_FINISH_EOS;
+%ignore SPECLA_FINISH_STOP_STRING;
+%ignore SPECLA_FINISH_MAX_TOKENS;
+%ignore SPECLA_FINISH_ABORTED;
+%ignore SPECLA_FINISH_ERROR;
 /* 64-bit limits written with C casts, which the target languages cannot spell as constants. */
 %ignore SPECLA_LIMIT_SESSION_STATE_BYTES;
 %ignore SPECLA_LIMIT_SESSION_TOKEN_BYTES;
-/* The session state functions are not wrapped yet (they are ignored with every specla_ function
- * above); neither is their memory report. */
-%ignore specla_session_memory;
 
 %rename(Status) specla_status;
 %rename(Backend) specla_backend;
@@ -497,6 +640,8 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %rename(DrafterParams) specla_drafter_params;
 %rename(SpecParams) specla_spec_params;
 %rename(SpecStats) specla_spec_stats;
+%rename(SessionMemory) specla_session_memory;
+%rename(Generation) specla_binding_generation;
 %rename(Model) specla_binding_model;
 %rename(Session) specla_binding_session;
 %rename(Drafter) specla_binding_drafter;
@@ -535,6 +680,8 @@ static specla_binding_text specla_binding_generate_speculative_text(
     (const int32_t *tokens, size_t n_tokens),
     (const int32_t *prompt, size_t n_prompt)
 };
+/* Session state in: one language byte array becomes the C (pointer, size) pair. */
+%apply (const void *BYTES, size_t N_BYTES) { (const void *state, size_t state_size) };
 
 /* ==== Parameter and information structs, straight from the header ========================== */
 
@@ -555,6 +702,10 @@ static specla_binding_text specla_binding_generate_speculative_text(
 %immutable specla_spec_stats::steps;             %immutable specla_spec_stats::drafted;
 %immutable specla_spec_stats::accepted;          %immutable specla_spec_stats::generated;
 %immutable specla_spec_stats::mean_accepted_length; %immutable specla_spec_stats::acceptance_rate;
+%immutable specla_session_memory::state_bytes;  %immutable specla_session_memory::factor_bytes;
+%immutable specla_session_memory::scratch_bytes; %immutable specla_session_memory::context_bytes;
+%immutable specla_session_memory::host_bytes;    %immutable specla_session_memory::device_bytes;
+%immutable specla_session_memory::total_bytes;
 %immutable specla_drafter_params::path;  /* set with setPath, below */
 
 %include "specla/specla.h"
@@ -610,6 +761,7 @@ SPECLA_DEFAULTED_PARAMS(specla_spec_params, specla_spec_default_params)
 typedef struct specla_binding_tokens specla_binding_tokens;
 typedef struct specla_binding_floats specla_binding_floats;
 typedef struct specla_binding_text specla_binding_text;
+typedef struct specla_binding_bytes specla_binding_bytes;
 
 /* From here on every wrapper checks the per-thread record and raises what it holds. */
 SPECLA_RAISE_ON_FAILURE
@@ -617,6 +769,13 @@ SPECLA_RAISE_ON_FAILURE
 %newobject specla_binding_model::info;
 %newobject specla_binding_model::memory_stats;
 %newobject specla_binding_model::tokenizer_info;
+%newobject specla_binding_session::memory;
+%newobject specla_binding_session::stream;
+%newobject specla_binding_session::stream_text;
+%newobject specla_binding_session::stream_speculative;
+%newobject specla_binding_session::stream_speculative_text;
+%newobject specla_binding_generation::stats;
+%nodefaultctor specla_binding_generation;
 %nodefaultctor specla_binding_model;
 %nodefaultctor specla_binding_session;
 %nodefaultctor specla_binding_drafter;
@@ -697,6 +856,49 @@ struct specla_binding_session {};
                                                   const specla_spec_params *parameters, specla_spec_stats *stats) {
         return specla_binding_generate_speculative_text($self, drafter, prompt, parameters, stats);
     }
+
+    /* Pull-style generation: a Generation the language iterates one step at a time (the
+     * languages wrap it in their own iterator). `drafter` null: plain decoding. */
+    specla_binding_generation *stream(const int32_t *prompt, size_t n_prompt,
+                                      const specla_generate_params *parameters) {
+        const specla_spec_params p = specla_binding_plain_params(parameters);
+        return specla_binding_begin_generation($self, NULL, NULL, prompt, n_prompt, &p);
+    }
+    specla_binding_generation *stream_text(const char *prompt, const specla_generate_params *parameters) {
+        const specla_spec_params p = specla_binding_plain_params(parameters);
+        return specla_binding_begin_generation($self, NULL, prompt ? prompt : "", NULL, 0, &p);
+    }
+    specla_binding_generation *stream_speculative(specla_binding_drafter *drafter, const int32_t *prompt,
+                                                  size_t n_prompt, const specla_spec_params *parameters) {
+        return specla_binding_begin_generation($self, drafter, NULL, prompt, n_prompt, parameters);
+    }
+    specla_binding_generation *stream_speculative_text(specla_binding_drafter *drafter, const char *prompt,
+                                                       const specla_spec_params *parameters) {
+        return specla_binding_begin_generation($self, drafter, prompt ? prompt : "", NULL, 0, parameters);
+    }
+
+    /* Session state (format: lib/session/session_state.md). A refused state leaves the session
+     * as it was and raises the library's status (FORMAT, UNSUPPORTED, SHAPE) and message. */
+    specla_binding_bytes save_state() { return specla_binding_save_state($self); }
+    void load_state(const void *state, size_t state_size) {
+        specla_session *session = specla_binding_open_session($self);
+        if (session) specla_binding_check(specla_session_load_state(session, state, state_size));
+    }
+    void save_state_file(const char *state_path) {
+        specla_session *session = specla_binding_open_session($self);
+        if (session) specla_binding_check(specla_session_save_state_file(session, state_path));
+    }
+    void load_state_file(const char *state_path) {
+        specla_session *session = specla_binding_open_session($self);
+        if (session) specla_binding_check(specla_session_load_state_file(session, state_path));
+    }
+    /* Fork: this session receives `source`'s state and continues exactly as it would. */
+    void copy_state_from(specla_binding_session *source) {
+        specla_session *session = specla_binding_open_session($self);
+        specla_session *from = session ? specla_binding_open_session(source) : NULL;
+        if (from) specla_binding_check(specla_session_copy_state(session, from));
+    }
+    specla_session_memory *memory() const { return specla_binding_get_session_memory($self); }
 #if !defined(SWIGGO)
     specla_binding_session(specla_binding_model *model) { return specla_binding_create_session(model, NULL); }
     specla_binding_floats eval(const int32_t *tokens, size_t n_tokens) {
@@ -716,7 +918,38 @@ struct specla_binding_session {};
                                                   const specla_spec_params *parameters) {
         return specla_binding_generate_speculative_text($self, drafter, prompt, parameters, NULL);
     }
+    specla_binding_generation *stream_text(const char *prompt) {
+        const specla_spec_params p = specla_binding_plain_params(NULL);
+        return specla_binding_begin_generation($self, NULL, prompt ? prompt : "", NULL, 0, &p);
+    }
 #endif
+}
+
+/* One pull-style generation (specla_generation). next() runs one step (one decoding step, or one
+ * verification pass with a drafter) and returns the text it made final; finishReason() is NONE
+ * until the last step. abort() may be called from any thread, also while next() runs on another;
+ * each language keeps it from racing with the close. While not ended, the session (and drafter)
+ * belong to it; end() or closing frees them. */
+struct specla_binding_generation {};
+%extend specla_binding_generation {
+    ~specla_binding_generation() { specla_binding_close_generation($self); }
+    /* Runs one step; the text it made final (may be empty: held back, or a special token). */
+    specla_binding_text step_text() { return specla_binding_generation_next($self); }
+    /* The token ids of the last step. */
+    specla_binding_tokens step_tokens() { return specla_binding_generation_tokens($self); }
+    /* A specla_finish_reason value (the languages' FinishReason). */
+    int finish_reason_value() {
+        return specla_binding_open_generation($self) ? (int)$self->step.finish_reason : (int)SPECLA_FINISH_NONE;
+    }
+    /* Which stop string ended it (FinishReason STOP_STRING), otherwise -1. */
+    int32_t stop_index() { return specla_binding_open_generation($self) ? $self->step.stop_index : -1; }
+    void abort() {
+        if (specla_binding_open_generation($self)) specla_binding_check(specla_generation_abort($self->generation));
+    }
+    void end() {
+        if (specla_binding_open_generation($self)) specla_binding_check(specla_generation_end($self->generation));
+    }
+    specla_spec_stats *stats() const { return specla_binding_stats_of_generation($self); }
 }
 
 %noexception;

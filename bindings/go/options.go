@@ -2,8 +2,21 @@ package specla
 
 import "specla/internal/native"
 
-// Options mirror the C parameter structs. Start from the Default* functions, which read the
-// library's own defaults, and change only the fields you need.
+// Options mirror the C parameter structs, with one rule: the zero value of every field means
+// the library's default, so a struct literal names only what it changes
+// (&SpecOptions{MaxDraftNodes: 8} keeps every other default; nil options are all defaults).
+// Flags whose library default is on are spelled negatively for that reason (SkipTokenizer,
+// IgnoreEOS, NoDeferredCommit, FillDraftBudget). Where a real zero is meaningful, the field says
+// how to ask for it. The Default* functions return the library's defaults spelled out.
+
+// orDefault is value, or def (the library's default) when value is the zero value.
+func orDefault[T comparable](value, def T) T {
+	var zero T
+	if value == zero {
+		return def
+	}
+	return value
+}
 
 // Backend selects where a model runs.
 type Backend int
@@ -17,9 +30,9 @@ const (
 type ModelOptions struct {
 	Backend         Backend
 	Device          int32  // CUDA device ordinal
-	Threads         int32  // CPU worker threads per session call; 0 = all cores
+	Threads         int32  // CPU worker threads per session call; 0 = the default (all cores)
 	ArenaBlockBytes uint64 // CUDA: device memory per arena block; 0 = the library's default
-	LoadTokenizer   bool   // load tokenizer.json when the folder has one
+	SkipTokenizer   bool   // do not load tokenizer.json (default: loaded when the folder has one)
 }
 
 // DefaultModelOptions returns the library's defaults.
@@ -31,7 +44,7 @@ func DefaultModelOptions() ModelOptions {
 		Device:          int32(p.GetDevice()),
 		Threads:         int32(p.GetNThreads()),
 		ArenaBlockBytes: uint64(p.GetArenaBlockBytes()),
-		LoadTokenizer:   p.GetLoadTokenizer(),
+		SkipTokenizer:   !p.GetLoadTokenizer(),
 	}
 }
 
@@ -39,19 +52,19 @@ func DefaultModelOptions() ModelOptions {
 func (o *ModelOptions) toNative() native.ModelParams {
 	p := native.NewModelParams()
 	if o != nil {
-		p.SetBackend(native.Enum_SS_specla_backend(o.Backend))
-		p.SetDevice(int(o.Device))
-		p.SetNThreads(int(o.Threads))
-		p.SetArenaBlockBytes(int64(o.ArenaBlockBytes))
-		p.SetLoadTokenizer(o.LoadTokenizer)
+		p.SetBackend(native.Enum_SS_specla_backend(orDefault(int(o.Backend), int(p.GetBackend()))))
+		p.SetDevice(orDefault(int(o.Device), p.GetDevice()))
+		p.SetNThreads(orDefault(int(o.Threads), p.GetNThreads()))
+		p.SetArenaBlockBytes(orDefault(int64(o.ArenaBlockBytes), p.GetArenaBlockBytes()))
+		p.SetLoadTokenizer(p.GetLoadTokenizer() && !o.SkipTokenizer)
 	}
 	return p
 }
 
 // SessionOptions configures Model.NewSession (specla_session_params).
 type SessionOptions struct {
-	MaxTreeNodes   int32 // largest draft tree a session verifies
-	MaxBatchTokens int32 // largest block of tokens evaluated in one pass
+	MaxTreeNodes   int32 // largest draft tree a session verifies; 0 = the default
+	MaxBatchTokens int32 // largest block of tokens evaluated in one pass; 0 = the default
 }
 
 // DefaultSessionOptions returns the library's defaults.
@@ -67,26 +80,26 @@ func DefaultSessionOptions() SessionOptions {
 func (o *SessionOptions) toNative() native.SessionParams {
 	p := native.NewSessionParams()
 	if o != nil {
-		p.SetMaxTreeNodes(int(o.MaxTreeNodes))
-		p.SetMaxBatchTokens(int(o.MaxBatchTokens))
+		p.SetMaxTreeNodes(orDefault(int(o.MaxTreeNodes), p.GetMaxTreeNodes()))
+		p.SetMaxBatchTokens(orDefault(int(o.MaxBatchTokens), p.GetMaxBatchTokens()))
 	}
 	return p
 }
 
 // SamplingOptions selects greedy decoding (Temperature 0) or sampling (specla_sampling_params).
 type SamplingOptions struct {
-	Temperature float32 // 0 = greedy
-	TopK        int32   // 0 = off
-	TopP        float32 // 1 = off
-	Seed        uint64
+	Temperature float32 // 0 = greedy (the default)
+	TopK        int32   // 0 = off (the default)
+	TopP        float32 // nucleus mass in (0, 1]; 0 = the default (1: off)
+	Seed        uint64  // 0 = the default seed
 }
 
-// GenerateOptions configures generation (specla_generate_params). Streaming callbacks and stop
-// strings are not available through this binding.
+// GenerateOptions configures generation (specla_generate_params). Streaming is Session.Stream*;
+// callbacks and stop strings are not available through this binding.
 type GenerateOptions struct {
 	Sampling  SamplingOptions
-	MaxTokens int32 // token budget
-	StopAtEOS bool  // stop after the model's EOS token
+	MaxTokens int32 // token budget; 0 = the default (128)
+	IgnoreEOS bool  // keep generating past the model's EOS token (default: stop after it)
 }
 
 // DefaultGenerateOptions returns the library's defaults (greedy).
@@ -106,19 +119,19 @@ func generateOptionsFrom(p native.GenerateParams) GenerateOptions {
 			Seed:        s.GetSeed(),
 		},
 		MaxTokens: int32(p.GetMaxTokens()),
-		StopAtEOS: p.GetStopAtEos(),
+		IgnoreEOS: !p.GetStopAtEos(),
 	}
 }
 
 // fill writes o into C parameters that already hold the defaults.
 func (o *GenerateOptions) fill(p native.GenerateParams) {
 	s := p.GetSampling()
-	s.SetTemperature(o.Sampling.Temperature)
-	s.SetTopK(int(o.Sampling.TopK))
-	s.SetTopP(o.Sampling.TopP)
-	s.SetSeed(o.Sampling.Seed)
-	p.SetMaxTokens(int(o.MaxTokens))
-	p.SetStopAtEos(o.StopAtEOS)
+	s.SetTemperature(orDefault(o.Sampling.Temperature, s.GetTemperature()))
+	s.SetTopK(orDefault(int(o.Sampling.TopK), s.GetTopK()))
+	s.SetTopP(orDefault(o.Sampling.TopP, s.GetTopP()))
+	s.SetSeed(orDefault(o.Sampling.Seed, s.GetSeed()))
+	p.SetMaxTokens(orDefault(int(o.MaxTokens), p.GetMaxTokens()))
+	p.SetStopAtEos(p.GetStopAtEos() && !o.IgnoreEOS)
 }
 
 func (o *GenerateOptions) toNative() native.GenerateParams {
@@ -141,14 +154,14 @@ const (
 // SpecOptions configures speculative generation (specla_spec_params).
 type SpecOptions struct {
 	Generate       GenerateOptions
-	MaxDraftNodes  int32 // nodes per verification
-	MaxDraftDepth  int32 // deepest draft position
-	TreeAlgorithm  TreeAlgorithm
-	DeferredCommit bool
+	MaxDraftNodes    int32         // nodes per verification; 0 = the default (4)
+	MaxDraftDepth    int32         // deepest draft position; 0 = the default (8)
+	TreeAlgorithm    TreeAlgorithm // TreeAuto (the zero value) is the default
+	NoDeferredCommit bool          // apply accepted factors at once (default: inside the next pass)
 	// EAGLE drafter trees (prompt lookup ignores them).
-	TreeTopK         int32   // children per expanded node and nodes expanded per depth
-	TreePruneMargin  float32 // nats behind the best path's log-probability; <= 0: no pruning
-	TreeSizeFromCost bool    // size trees from the measured pass costs (else fill the budget)
+	TreeTopK        int32   // children per expanded node and nodes expanded per depth; 0 = the default (4)
+	TreePruneMargin float32 // nats behind the best path's log-probability; 0 = the default (8); < 0: no pruning
+	FillDraftBudget bool    // always fill MaxDraftNodes (default: size trees from the measured pass costs)
 }
 
 // DefaultSpecOptions returns the library's defaults (greedy).
@@ -160,10 +173,10 @@ func DefaultSpecOptions() SpecOptions {
 		MaxDraftNodes:    int32(p.GetMaxDraftNodes()),
 		MaxDraftDepth:    int32(p.GetMaxDraftDepth()),
 		TreeAlgorithm:    TreeAlgorithm(p.GetTreeAlgorithm()),
-		DeferredCommit:   p.GetDeferredCommit(),
+		NoDeferredCommit: !p.GetDeferredCommit(),
 		TreeTopK:         int32(p.GetTreeTopK()),
 		TreePruneMargin:  p.GetTreePruneMargin(),
-		TreeSizeFromCost: p.GetTreeSizeFromCost(),
+		FillDraftBudget:  !p.GetTreeSizeFromCost(),
 	}
 }
 
@@ -171,13 +184,14 @@ func (o *SpecOptions) toNative() native.SpecParams {
 	p := native.NewSpecParams()
 	if o != nil {
 		o.Generate.fill(p.GetGenerate())
-		p.SetMaxDraftNodes(int(o.MaxDraftNodes))
-		p.SetMaxDraftDepth(int(o.MaxDraftDepth))
-		p.SetTreeAlgorithm(native.Enum_SS_specla_tree_algorithm(o.TreeAlgorithm))
-		p.SetDeferredCommit(o.DeferredCommit)
-		p.SetTreeTopK(int(o.TreeTopK))
-		p.SetTreePruneMargin(o.TreePruneMargin)
-		p.SetTreeSizeFromCost(o.TreeSizeFromCost)
+		p.SetMaxDraftNodes(orDefault(int(o.MaxDraftNodes), p.GetMaxDraftNodes()))
+		p.SetMaxDraftDepth(orDefault(int(o.MaxDraftDepth), p.GetMaxDraftDepth()))
+		p.SetTreeAlgorithm(native.Enum_SS_specla_tree_algorithm(
+			orDefault(int(o.TreeAlgorithm), int(p.GetTreeAlgorithm()))))
+		p.SetDeferredCommit(p.GetDeferredCommit() && !o.NoDeferredCommit)
+		p.SetTreeTopK(orDefault(int(o.TreeTopK), p.GetTreeTopK()))
+		p.SetTreePruneMargin(orDefault(o.TreePruneMargin, p.GetTreePruneMargin()))
+		p.SetTreeSizeFromCost(p.GetTreeSizeFromCost() && !o.FillDraftBudget)
 	}
 	return p
 }
@@ -192,12 +206,12 @@ const (
 
 // DrafterOptions configures Model.NewDrafter (specla_drafter_params).
 type DrafterOptions struct {
-	Type        DrafterType
-	MinNgram    int32  // prompt lookup: shortest suffix matched
-	MaxNgram    int32  // prompt lookup: longest suffix matched, tried first
-	MaxDraftLen int32  // prompt lookup: longest proposed continuation
-	MaxBranches int32  // prompt lookup: distinct continuations kept as tree branches
-	Path        string // EAGLE: the drafter folder
+	Type        DrafterType // DrafterPromptLookup (the zero value) is the default
+	MinNgram    int32       // prompt lookup: shortest suffix matched; 0 = the default (2)
+	MaxNgram    int32       // prompt lookup: longest suffix matched, tried first; 0 = the default (4)
+	MaxDraftLen int32       // prompt lookup: longest proposed continuation; 0 = the default (8)
+	MaxBranches int32       // prompt lookup: distinct continuations kept as tree branches; 0 = the default
+	Path        string      // EAGLE: the drafter folder
 }
 
 // DefaultDrafterOptions returns the library's defaults.
@@ -217,11 +231,11 @@ func DefaultDrafterOptions() DrafterOptions {
 func (o *DrafterOptions) toNative() native.DrafterParams {
 	p := native.NewDrafterParams()
 	if o != nil {
-		p.SetMinNgram(int(o.MinNgram))
-		p.SetMaxNgram(int(o.MaxNgram))
-		p.SetMaxDraftLen(int(o.MaxDraftLen))
-		p.SetMaxBranches(int(o.MaxBranches))
-		p.SetDrafterType(native.Enum_SS_specla_drafter_type(o.Type))
+		p.SetMinNgram(orDefault(int(o.MinNgram), p.GetMinNgram()))
+		p.SetMaxNgram(orDefault(int(o.MaxNgram), p.GetMaxNgram()))
+		p.SetMaxDraftLen(orDefault(int(o.MaxDraftLen), p.GetMaxDraftLen()))
+		p.SetMaxBranches(orDefault(int(o.MaxBranches), p.GetMaxBranches()))
+		p.SetDrafterType(native.Enum_SS_specla_drafter_type(orDefault(int(o.Type), int(p.GetDrafterType()))))
 		if o.Path != "" {
 			p.SetPath(o.Path)
 		}

@@ -278,7 +278,7 @@ func TestEagleDrafterFolderChecked(t *testing.T) {
 	if d := DefaultDrafterOptions(); d.Type != DrafterPromptLookup || d.Path != "" {
 		t.Errorf("default drafter options %+v", d)
 	}
-	if s := DefaultSpecOptions(); s.TreeTopK != 4 || s.TreePruneMargin != 8 || !s.TreeSizeFromCost {
+	if s := DefaultSpecOptions(); s.TreeTopK != 4 || s.TreePruneMargin != 8 || s.FillDraftBudget {
 		t.Errorf("default tree options %+v", s)
 	}
 }

@@ -36,6 +36,13 @@ internal struct NativeBuffer {
     return values;
   }
 
+  public byte[] TakeBytes() {
+    var bytes = new byte[Count];
+    if (bytes.Length > 0) Marshal.Copy(Data, bytes, 0, bytes.Length);
+    Free(Data);
+    return bytes;
+  }
+
   public string TakeUtf8() {
     var bytes = new byte[Count];
     if (bytes.Length > 0) Marshal.Copy(Data, bytes, 0, bytes.Length);

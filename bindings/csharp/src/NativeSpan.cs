@@ -17,6 +17,19 @@ internal struct NativeSpan {
     return values == null ? default(GCHandle) : GCHandle.Alloc(values, GCHandleType.Pinned);
   }
 
+  public static GCHandle Pin(byte[] bytes) {
+    return bytes == null ? default(GCHandle) : GCHandle.Alloc(bytes, GCHandleType.Pinned);
+  }
+
+  public static NativeSpan Of(GCHandle pin, byte[] bytes) {
+    var span = new NativeSpan();
+    if (bytes != null && pin.IsAllocated) {
+      span.Data = pin.AddrOfPinnedObject();
+      span.Size = new UIntPtr((uint)bytes.Length);
+    }
+    return span;
+  }
+
   public static void Unpin(GCHandle pin) {
     if (pin.IsAllocated) pin.Free();
   }

@@ -3,7 +3,10 @@
 //   mono specla_csharp_test.exe MODEL_DIR      (exit status 1 when any check fails)
 using System;
 using System.Collections.Generic;
+using System.Diagnostics;
 using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
 using SpecLA;
 
 public sealed class BindingTest {
@@ -31,6 +34,11 @@ public sealed class BindingTest {
     test.Run("model disposed before its session", test.ModelDisposedFirst);
     test.Run("speculative equals plain greedy", test.SpeculativeEqualsGreedy);
     test.Run("the learned drafter equals plain greedy", test.EagleEqualsGreedy);
+    test.Run("streamed pieces equal the full text", test.StreamEqualsFullText);
+    test.Run("cancellation aborts a stream", test.CancellationAborts);
+    test.Run("cancellation aborts an async stream", test.CancellationAbortsAsync);
+    test.Run("save, load and fork continue equally", test.SessionState);
+    test.Run("a corrupted state is refused", test.CorruptedState);
     if (test.failures.Count > 0) {
       Console.Error.WriteLine("{0} check(s) failed:", test.failures.Count);
       foreach (string f in test.failures) Console.Error.WriteLine("  " + f);
@@ -190,6 +198,190 @@ public sealed class BindingTest {
                                           () => new Drafter(model, notADrafter).Dispose());
         if (e != null) Check(e.Message.Contains("specla_drafter"), "message does not name the block: " + e.Message);
       }
+    }
+  }
+
+  static GenerateParams Greedy(int maxTokens, bool stopAtEos = true) {
+    var p = new GenerateParams();
+    p.MaxTokens = maxTokens;
+    p.StopAtEos = stopAtEos;
+    return p;
+  }
+
+  // Drains an async enumeration from this thread, waiting on each step's task.
+  static string DrainAsync(IAsyncEnumerable<string> pieces) {
+    var text = new System.Text.StringBuilder();
+    IAsyncEnumerator<string> e = pieces.GetAsyncEnumerator();
+    try {
+      while (e.MoveNextAsync().AsTask().Result) text.Append(e.Current);
+    } finally {
+      e.DisposeAsync().AsTask().Wait();
+    }
+    return text.ToString();
+  }
+
+  void StreamEqualsFullText() {
+    using (var model = new Model(modelDir))
+    using (var p = Greedy(MaxTokens))
+    using (var spec = new SpecParams()) {
+      string full;
+      using (var s = new Session(model)) full = s.GenerateText(Prompt, p);
+      Check(full.Length > 0, "plain GenerateText gave nothing");
+      using (var s = new Session(model)) {
+        using (var g = s.StreamText(Prompt, p)) {
+          string streamed = string.Concat(g);
+          Check(streamed == full, "plain streamed '" + streamed + "' != '" + full + "'");
+          Check(g.FinishReason == FinishReason.MaxTokens || g.FinishReason == FinishReason.Eos,
+                "plain finish reason " + g.FinishReason);
+        }
+        s.Reset();
+        using (var g = s.StreamText(Prompt, p)) {
+          string streamed = DrainAsync(g.PiecesAsync());
+          Check(streamed == full, "plain async streamed '" + streamed + "' != '" + full + "'");
+        }
+      }
+      spec.Generate = p;
+      string fullSpec;
+      using (var s = new Session(model))
+      using (var d = new Drafter(model)) fullSpec = s.GenerateSpeculativeText(d, Prompt, spec);
+      Check(fullSpec == full, "speculative text differs from plain");
+      using (var s = new Session(model))
+      using (var d = new Drafter(model)) {
+        using (var g = s.StreamSpeculativeText(d, Prompt, spec)) {
+          string streamed = string.Concat(g.Pieces());
+          Check(streamed == fullSpec, "speculative streamed '" + streamed + "' != '" + fullSpec + "'");
+          using (SpecStats stats = g.Stats())
+            Check(stats.Steps > 0 && stats.Steps < stats.Generated,
+                  "speculative stats: " + stats.Steps + " passes for " + stats.Generated + " tokens");
+        }
+        s.Reset();
+        using (var d2 = new Drafter(model))
+        using (var g = s.StreamSpeculativeText(d2, Prompt, spec)) {
+          string streamed = DrainAsync(g.PiecesAsync());
+          Check(streamed == fullSpec, "speculative async streamed differs");
+          Check(g.FinishReason != FinishReason.None, "no finish reason after the last piece");
+        }
+      }
+    }
+  }
+
+  void CancellationAborts() {
+    using (var model = new Model(modelDir))
+    using (var s = new Session(model))
+    using (var p = Greedy(100000, false))
+    using (var cts = new CancellationTokenSource()) {
+      var clock = new Stopwatch();
+      int pieces = 0;
+      bool cancelled = false;
+      using (var g = s.StreamText(Prompt, p)) {
+        try {
+          foreach (string piece in g.Pieces(cts.Token)) {
+            if (++pieces == 3) {
+              // Cancelled from another thread while this one is mid-stream.
+              new Thread(() => { clock.Start(); cts.Cancel(); }).Start();
+            }
+          }
+        } catch (OperationCanceledException) {
+          cancelled = true;
+        }
+        clock.Stop();
+        Console.WriteLine("      ended {0} ms after the cancellation", clock.Elapsed.TotalMilliseconds);
+        Check(cancelled, "no OperationCanceledException");
+        Check(g.FinishReason == FinishReason.Aborted, "finish reason " + g.FinishReason);
+        Check(clock.Elapsed.TotalMilliseconds < 1000, "the cancellation took " + clock.Elapsed.TotalMilliseconds + " ms");
+      }
+      using (var q = Greedy(4)) Check(s.GenerateText(Prompt, q).Length > 0, "session unusable after a cancellation");
+    }
+  }
+
+  void CancellationAbortsAsync() {
+    using (var model = new Model(modelDir))
+    using (var s = new Session(model))
+    using (var p = Greedy(100000, false))
+    using (var cts = new CancellationTokenSource()) {
+      using (var g = s.StreamText(Prompt, p)) {
+        IAsyncEnumerator<string> e = g.PiecesAsync(cts.Token).GetAsyncEnumerator();
+        bool cancelled = false;
+        var clock = new Stopwatch();
+        try {
+          for (int i = 0; ; ++i) {
+            ValueTask<bool> next = e.MoveNextAsync();
+            if (i == 3) {
+              // The step runs on the pool: this thread cancels while it is in flight.
+              clock.Start();
+              cts.Cancel();
+            }
+            if (!next.AsTask().Result) break;
+          }
+        } catch (AggregateException ex) when (ex.InnerException is OperationCanceledException) {
+          cancelled = true;
+        } finally {
+          e.DisposeAsync().AsTask().Wait();
+        }
+        clock.Stop();
+        Console.WriteLine("      async ended {0} ms after the cancellation", clock.Elapsed.TotalMilliseconds);
+        Check(cancelled, "no OperationCanceledException from the async stream");
+        Check(g.FinishReason == FinishReason.Aborted, "async finish reason " + g.FinishReason);
+        Check(clock.Elapsed.TotalMilliseconds < 1000, "the async cancellation took " + clock.Elapsed.TotalMilliseconds + " ms");
+      }
+      using (var q = Greedy(4)) Check(s.GenerateText(Prompt, q).Length > 0, "session unusable after an async cancellation");
+    }
+  }
+
+  void SessionState() {
+    const int half = 16;
+    using (var model = new Model(modelDir))
+    using (var a = new Session(model))
+    using (var restored = new Session(model))
+    using (var fromFile = new Session(model))
+    using (var fork = new Session(model))
+    using (var whole = new Session(model))
+    using (var p = Greedy(half, false))
+    using (var all = Greedy(2 * half, false)) {
+      int[] prompt = model.Tokenize(Prompt);
+      int[] first = a.Generate(prompt, p);
+      byte[] state = a.SaveState();
+      Check(state.Length > 0, "empty state");
+      string file = System.IO.Path.GetTempFileName();
+      try {
+        a.SaveStateFile(file);
+        fork.CopyStateFrom(a);
+        int[] second = a.Generate(new int[0], p);
+        restored.LoadState(state);
+        Check(restored.Generate(new int[0], p).SequenceEqual(second), "load -> continue differs");
+        fromFile.LoadStateFile(file);
+        Check(fromFile.Generate(new int[0], p).SequenceEqual(second), "load file -> continue differs");
+        Check(fork.Generate(new int[0], p).SequenceEqual(second), "fork -> continue differs");
+        int[] uninterrupted = whole.Generate(prompt, all);
+        Check(first.Concat(second).SequenceEqual(uninterrupted), "saved halves differ from the uninterrupted run");
+      } finally {
+        System.IO.File.Delete(file);
+      }
+      using (SessionMemory memory = a.Memory())
+      using (ModelInfo info = model.Info()) {
+        Check(memory.StateBytes == info.StateBytes, "memory.StateBytes");
+        Check(memory.TotalBytes > memory.StateBytes, "memory.TotalBytes " + memory.TotalBytes);
+      }
+    }
+  }
+
+  void CorruptedState() {
+    using (var model = new Model(modelDir))
+    using (var s = new Session(model))
+    using (var other = new Session(model))
+    using (var p = Greedy(4)) {
+      s.Generate(model.Tokenize(Prompt), p);
+      byte[] state = s.SaveState();
+      byte[] flipped = (byte[])state.Clone();
+      flipped[flipped.Length / 2] ^= 0x5a;
+      SpeclaException e = ExpectFailure(Status.Format, "a corrupted state", () => other.LoadState(flipped));
+      if (e != null) Check(e.Message.Contains("checksum"), "corrupted-state message: " + e.Message);
+      byte[] truncated = state.Take(state.Length - 7).ToArray();
+      ExpectFailure(Status.Format, "a truncated state", () => other.LoadState(truncated));
+      ExpectFailure(Status.Io, "a missing state file", () => other.LoadStateFile(modelDir + "/no-such-state"));
+      Check(other.NPast() == 0, "a refused state changed the session");
+      other.LoadState(state);
+      Check(other.NPast() == s.NPast(), "the good state after refused ones");
     }
   }
 }

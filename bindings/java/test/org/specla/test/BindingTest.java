@@ -6,10 +6,13 @@ import java.util.List;
 import org.specla.Drafter;
 import org.specla.DrafterParams;
 import org.specla.DrafterType;
+import org.specla.FinishReason;
+import org.specla.Generation;
 import org.specla.GenerateParams;
 import org.specla.Model;
 import org.specla.ModelInfo;
 import org.specla.Session;
+import org.specla.SessionMemory;
 import org.specla.SpecParams;
 import org.specla.SpecStats;
 import org.specla.Specla;
@@ -47,6 +50,11 @@ public final class BindingTest {
     test.run("model closed before its session", test::modelClosedFirst);
     test.run("speculative equals plain greedy", test::speculativeEqualsGreedy);
     test.run("the learned drafter equals plain greedy", test::eagleEqualsGreedy);
+    test.run("streamed pieces equal the full text", test::streamEqualsFullText);
+    test.run("abort from another thread", test::abortFromAnotherThread);
+    test.run("thread interruption aborts", test::interruptionAborts);
+    test.run("save, load and fork continue equally", test::sessionState);
+    test.run("a corrupted state is refused", test::corruptedState);
     if (!test.failures.isEmpty()) {
       System.err.println(test.failures.size() + " check(s) failed:");
       for (String f : test.failures) System.err.println("  " + f);
@@ -203,6 +211,196 @@ public final class BindingTest {
       SpeclaException e = expectFailure(Status.FORMAT, "a model folder as a drafter",
           () -> new Drafter(model, notADrafter).close());
       if (e != null) check(e.getMessage().contains("specla_drafter"), "message does not name the block: " + e.getMessage());
+    }
+  }
+
+  private static GenerateParams greedy(int maxTokens) {
+    GenerateParams p = new GenerateParams();
+    p.setMaxTokens(maxTokens);
+    return p;
+  }
+
+  private static String concat(Generation g) {
+    StringBuilder text = new StringBuilder();
+    g.forEachRemaining(text::append);
+    return text.toString();
+  }
+
+  private void streamEqualsFullText() {
+    try (Model model = new Model(modelDir)) {
+      String full;
+      try (Session s = new Session(model)) {
+        full = s.generateText(PROMPT, greedy(MAX_TOKENS));
+      }
+      check(!full.isEmpty(), "plain generateText gave nothing");
+      try (Session s = new Session(model);
+          Generation g = s.streamText(PROMPT, greedy(MAX_TOKENS))) {
+        String streamed = concat(g);
+        check(streamed.equals(full), "plain streamed '" + streamed + "' != '" + full + "'");
+        check(g.finishReason() == FinishReason.MAX_TOKENS || g.finishReason() == FinishReason.EOS,
+            "plain finish reason " + g.finishReason());
+        check(g.stats().getGenerated() > 0, "plain stats.generated is 0");
+      }
+      SpecParams spec = new SpecParams();
+      spec.setGenerate(greedy(MAX_TOKENS));
+      String fullSpec;
+      try (Session s = new Session(model);
+          Drafter d = new Drafter(model)) {
+        fullSpec = s.generateSpeculativeText(d, PROMPT, spec);
+      }
+      check(fullSpec.equals(full), "speculative text differs from plain");
+      try (Session s = new Session(model);
+          Drafter d = new Drafter(model);
+          Generation g = s.streamSpeculativeText(d, PROMPT, spec)) {
+        List<String> pieces = new ArrayList<>();
+        g.forEachRemaining(pieces::add);
+        String streamed = String.join("", pieces);
+        check(streamed.equals(fullSpec), "speculative streamed '" + streamed + "' != '" + fullSpec + "'");
+        SpecStats stats = g.stats();
+        check(stats.getSteps() > 0 && stats.getSteps() < stats.getGenerated(),
+            "speculative stats: " + stats.getSteps() + " passes for " + stats.getGenerated() + " tokens");
+        check(g.finishReason() != FinishReason.NONE, "no finish reason after the last piece");
+      }
+      // The Stream view: the same text, and closing the Stream frees the session.
+      try (Session s = new Session(model)) {
+        String viaStream;
+        try (java.util.stream.Stream<String> pieces = s.streamText(PROMPT, greedy(MAX_TOKENS)).stream()) {
+          viaStream = pieces.collect(java.util.stream.Collectors.joining());
+        }
+        check(viaStream.equals(full), "Stream<String> text differs");
+        check(!s.generateText(PROMPT, greedy(4)).isEmpty(), "session unusable after the Stream closed");
+      }
+    }
+  }
+
+  // A long generation (no EOS stop, a large budget) to be stopped from outside.
+  private static GenerateParams longRun() {
+    GenerateParams p = greedy(100000);
+    p.setStopAtEos(false);
+    return p;
+  }
+
+  private void abortFromAnotherThread() {
+    try (Model model = new Model(modelDir);
+        Session s = new Session(model)) {
+      long[] abortedAt = new long[1];
+      try (Generation g = s.streamText(PROMPT, longRun())) {
+        for (int i = 0; i < 3 && g.hasNext(); ++i) g.next(); // mid-stream
+        Thread aborter = new Thread(() -> {
+          abortedAt[0] = System.nanoTime();
+          g.abort();
+        });
+        aborter.start();
+        int steps = 0;
+        while (g.hasNext()) {
+          g.next();
+          ++steps;
+        }
+        long ended = System.nanoTime();
+        try {
+          aborter.join();
+        } catch (InterruptedException e) {
+          throw new RuntimeException(e);
+        }
+        double ms = (ended - abortedAt[0]) / 1e6;
+        System.out.println("      ended " + ms + " ms after the abort, " + steps + " steps later");
+        check(g.finishReason() == FinishReason.ABORTED, "finish reason " + g.finishReason());
+        check(ms < 1000, "the abort took " + ms + " ms to end the generation");
+      }
+      check(!s.generateText(PROMPT, greedy(4)).isEmpty(), "session unusable after an abort");
+    }
+  }
+
+  private void interruptionAborts() {
+    try (Model model = new Model(modelDir);
+        Session s = new Session(model)) {
+      FinishReason[] reason = new FinishReason[1];
+      boolean[] flagKept = new boolean[1];
+      Thread worker = new Thread(() -> {
+        try (Generation g = s.streamText(PROMPT, longRun())) {
+          while (g.hasNext()) g.next();
+          reason[0] = g.finishReason();
+          flagKept[0] = Thread.currentThread().isInterrupted();
+        }
+      });
+      worker.start();
+      try {
+        Thread.sleep(100);
+        worker.interrupt();
+        worker.join(5000);
+      } catch (InterruptedException e) {
+        throw new RuntimeException(e);
+      }
+      check(!worker.isAlive(), "the interrupted generation is still running");
+      check(reason[0] == FinishReason.ABORTED, "finish reason after interrupt: " + reason[0]);
+      check(flagKept[0], "the interrupt flag was swallowed");
+      check(!s.generateText(PROMPT, greedy(4)).isEmpty(), "session unusable after an interrupt");
+    }
+  }
+
+  private void sessionState() {
+    final int half = 16;
+    try (Model model = new Model(modelDir);
+        Session a = new Session(model);
+        Session restored = new Session(model);
+        Session fromFile = new Session(model);
+        Session fork = new Session(model);
+        Session whole = new Session(model)) {
+      int[] prompt = model.tokenize(PROMPT);
+      GenerateParams p = greedy(half);
+      p.setStopAtEos(false);
+      int[] first = a.generate(prompt, p);
+      byte[] state = a.saveState();
+      check(state.length > 0, "empty state");
+      java.io.File file;
+      try {
+        file = java.io.File.createTempFile("specla-state", ".bin");
+      } catch (java.io.IOException e) {
+        throw new RuntimeException(e);
+      }
+      file.deleteOnExit();
+      a.saveStateFile(file.getPath());
+      fork.copyStateFrom(a);
+      int[] second = a.generate(new int[0], p);
+
+      restored.loadState(state);
+      check(Arrays.equals(restored.generate(new int[0], p), second), "load -> continue differs");
+      fromFile.loadStateFile(file.getPath());
+      check(Arrays.equals(fromFile.generate(new int[0], p), second), "load file -> continue differs");
+      check(Arrays.equals(fork.generate(new int[0], p), second), "fork -> continue differs");
+
+      GenerateParams all = greedy(2 * half);
+      all.setStopAtEos(false);
+      int[] uninterrupted = whole.generate(prompt, all);
+      int[] joined = Arrays.copyOf(first, first.length + second.length);
+      System.arraycopy(second, 0, joined, first.length, second.length);
+      check(Arrays.equals(joined, uninterrupted), "saved halves " + Arrays.toString(joined)
+          + " != uninterrupted " + Arrays.toString(uninterrupted));
+
+      SessionMemory memory = a.memory();
+      check(memory.getStateBytes() == model.info().getStateBytes(), "memory.stateBytes");
+      check(memory.getTotalBytes() > memory.getStateBytes(), "memory.totalBytes " + memory.getTotalBytes());
+      file.delete();
+    }
+  }
+
+  private void corruptedState() {
+    try (Model model = new Model(modelDir);
+        Session s = new Session(model)) {
+      s.generate(model.tokenize(PROMPT), greedy(4));
+      byte[] state = s.saveState();
+      byte[] flipped = state.clone();
+      flipped[flipped.length / 2] ^= 0x5a;
+      try (Session other = new Session(model)) {
+        SpeclaException e = expectFailure(Status.FORMAT, "a corrupted state", () -> other.loadState(flipped));
+        if (e != null) check(e.getMessage().contains("checksum"), "corrupted-state message: " + e.getMessage());
+        byte[] truncated = Arrays.copyOf(state, state.length - 7);
+        expectFailure(Status.FORMAT, "a truncated state", () -> other.loadState(truncated));
+        expectFailure(Status.IO, "a missing state file", () -> other.loadStateFile(modelDir + "/no-such-state"));
+        check(other.nPast() == 0, "a refused state changed the session");
+        other.loadState(state);
+        check(other.nPast() == s.nPast(), "the good state after refused ones");
+      }
     }
   }
 }
