@@ -17,6 +17,19 @@
 using namespace specla;
 
 namespace specla {
+namespace {
+
+// A caller's array of n entries at ptr, n at most limit. The count is checked first: a huge one
+// (a -1 that became a size_t) must not make us read the array.
+template <class T>
+void require_caller_array(const T *ptr, size_t n, size_t limit, const char *array_name, const char *count_name,
+                          const char *limit_name) {
+    require(n <= limit, SPECLA_ERR_INVALID_ARGUMENT, count_name, " is ", n, ", more than ", limit_name, " (", limit,
+            ")");
+    require(ptr != nullptr, SPECLA_ERR_INVALID_ARGUMENT, array_name, " is NULL but ", count_name, " is ", n);
+}
+
+}  // namespace
 
 SamplingConfig sampling_for(const specla_session *session, const specla_sampling_params &p) {
     // Written so that NaN fails every check.
@@ -43,11 +56,8 @@ SamplingConfig sampling_for(const specla_session *session, const specla_sampling
     s.penalty_last_n = p.penalty_last_n;
     s.min_p = p.min_p;
     if (p.n_logit_bias) {
-        // The count first: a huge one (a -1 that became a size_t) must not make us read the array.
-        require(p.n_logit_bias <= SPECLA_LIMIT_LOGIT_BIAS, SPECLA_ERR_INVALID_ARGUMENT, "n_logit_bias is ",
-                p.n_logit_bias, ", more than SPECLA_LIMIT_LOGIT_BIAS (", SPECLA_LIMIT_LOGIT_BIAS, ")");
-        require(p.logit_bias != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "logit_bias is NULL but n_logit_bias is ",
-                p.n_logit_bias);
+        require_caller_array(p.logit_bias, p.n_logit_bias, SPECLA_LIMIT_LOGIT_BIAS, "logit_bias", "n_logit_bias",
+                             "SPECLA_LIMIT_LOGIT_BIAS");
         const int32_t vocab = session->impl->config().vocab_size;
         s.logit_bias.reserve(p.n_logit_bias);
         for (size_t i = 0; i < p.n_logit_bias; ++i) {
@@ -95,11 +105,8 @@ TextOptions text_options(const specla_session *session, const specla_generate_pa
     t.include_special = p.include_special_tokens;
     t.include_stop_string = p.include_stop_string;
     if (p.n_stop_strings) {
-        // The count first: a huge one (a -1 that became a size_t) must not make us read the array.
-        require(p.n_stop_strings <= SPECLA_LIMIT_STOP_STRINGS, SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings is ",
-                p.n_stop_strings, ", more than SPECLA_LIMIT_STOP_STRINGS (", SPECLA_LIMIT_STOP_STRINGS, ")");
-        require(p.stop_strings != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop_strings is NULL but n_stop_strings is ",
-                p.n_stop_strings);
+        require_caller_array(p.stop_strings, p.n_stop_strings, SPECLA_LIMIT_STOP_STRINGS, "stop_strings",
+                             "n_stop_strings", "SPECLA_LIMIT_STOP_STRINGS");
         for (size_t i = 0; i < p.n_stop_strings; ++i) {
             require(p.stop_strings[i] != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "stop string ", i, " is NULL");
             t.stop_strings.emplace_back(p.stop_strings[i]);
