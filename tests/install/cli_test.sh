@@ -2,6 +2,8 @@
 # The specla command-line program: help, generate (token ids), logits dumps, and refusals of bad
 # arguments with a non-zero exit and a message. Runs on tests/fixtures/gdn_tiny_a (checked
 # against flash-linear-attention's greedy tokens) and on models/gdn-pycode-22m.
+# Also: --version, short options, stdin prompts, the tokenize and bench subcommands, the warning for
+# draft options without --speculative, and Ctrl-C (SIGINT/SIGTERM) ending a generation cleanly.
 # Usage: cli_test.sh SPECLA_PROGRAM SOURCE_DIR
 set -euo pipefail
 
@@ -78,6 +80,12 @@ for opt in --model --tokens --max-tokens --temperature --seed; do
     grep -q -- "$opt" "$WORK/help" || die "generate --help does not mention $opt"
 done
 "$CLI" logits --help | grep -q -- --out || die "logits --help does not mention --out"
+
+step "version"
+VERSION=$("$CLI" --version) || die "--version exited non-zero"
+echo "$VERSION"
+[[ "$VERSION" =~ ^specla\ [0-9]+\.[0-9]+\.[0-9]+\ \(ABI\ [0-9]+ ]] || die "--version printed '$VERSION'"
+"$CLI" --help | grep -q tokenize && "$CLI" --help | grep -q bench || die "--help does not list tokenize and bench"
 
 step "generate on gdn_tiny_a"
 OUT=$("$CLI" generate --model "$TINY" --tokens 1,2,3 --max-tokens 5 2>"$WORK/err") || { cat "$WORK/err"; die "generate failed"; }
@@ -170,6 +178,99 @@ EOS=$("$CLI" generate --model "$PYCODE" --prompt "if __name__ == '__main__':" --
 grep -q SPECLA_FINISH_EOS "$WORK/err" || { cat "$WORK/err" >&2; die "--verbose did not report EOS"; }
 [[ "$EOS" != *"<|endoftext|>"* ]] || die "EOS text is in the generated text: '$EOS'"
 echo "stop strings cut the text; EOS left out; finish reasons reported"
+
+step "short options, stdin prompts, the draft-option warning"
+LONG=$("$CLI" generate --model "$PYCODE" --prompt "def add(a, b):" --max-tokens 12 --ignore-eos --quiet)
+SHORT=$("$CLI" generate -m "$PYCODE" -p "def add(a, b):" -n 12 --ignore-eos -q)
+[[ "$SHORT" == "$LONG" ]] || die "-m/-p/-n differ from --model/--prompt/--max-tokens: '$SHORT' vs '$LONG'"
+STDIN=$(printf 'def add(a, b):' | "$CLI" generate -m "$PYCODE" --prompt-file - -n 12 --ignore-eos -q)
+[[ "$STDIN" == "$LONG" ]] || die "--prompt-file - (stdin) differs from --prompt: '$STDIN' vs '$LONG'"
+"$CLI" generate -m "$PYCODE" -p "x" -n 2 -q --draft-nodes 3 --tree-top-k 2 >/dev/null 2>"$WORK/err" || die "generate with draft options failed"
+grep -q -- "--draft-nodes has no effect without --speculative" "$WORK/err" && grep -q -- "--tree-top-k" "$WORK/err" \
+    || { cat "$WORK/err" >&2; die "no warning for draft options given without --speculative"; }
+"$CLI" generate -m "$PYCODE" -p "x" -n 2 -q -s --draft-nodes 3 >/dev/null 2>"$WORK/err" || die "speculative generate failed"
+[[ ! -s "$WORK/err" ]] || { cat "$WORK/err" >&2; die "a warning although --speculative was given"; }
+echo "short options, stdin, warning: ok"
+
+step "tokenize"
+TEXT='def f(x):
+    return x  # done'
+IDS=$("$CLI" tokenize -m "$PYCODE" -p "$TEXT") || die "tokenize failed"
+echo "$IDS"
+[[ "$IDS" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "tokenize did not print ids: '$IDS'"
+[[ "$(printf '%s' "$TEXT" | "$CLI" tokenize -m "$PYCODE" --prompt-file -)" == "$IDS" ]] || die "tokenize from stdin differs"
+N_IDS=$(tr ',' '\n' <<<"$IDS" | wc -l)
+[[ $("$CLI" tokenize -m "$PYCODE" -p "$TEXT" --pieces | wc -l) -eq $N_IDS ]] || die "--pieces does not print one line per token"
+JSON=$("$CLI" tokenize -m "$PYCODE" -p "$TEXT" --json) || die "tokenize --json failed"
+if command -v python3 >/dev/null && python3 -c 'import tokenizers' 2>/dev/null; then
+    # Against the reference library, which reads the same tokenizer.json.
+    python3 - "$PYCODE" "$TEXT" "$JSON" <<'PY' || die "tokenize differs from the tokenizers library"
+import json, sys
+from tokenizers import Tokenizer
+folder, text, printed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+enc = Tokenizer.from_file(folder + "/tokenizer.json").encode(text, add_special_tokens=False)
+assert printed["ids"] == enc.ids, (printed["ids"], enc.ids)
+assert printed["pieces"] == enc.tokens, (printed["pieces"], enc.tokens)
+assert printed["n_tokens"] == len(enc.ids)
+print("tokenize --json equals the tokenizers library:", len(enc.ids), "tokens")
+PY
+else
+    echo "(python3 with tokenizers not found: the comparison with the reference library is skipped)"
+fi
+
+step "bench"
+"$CLI" bench -m "$PYCODE" -n 24 --repeat 1 >"$WORK/bench" || { cat "$WORK/bench"; die "bench failed"; }
+cat "$WORK/bench"
+grep -q '^plain ' "$WORK/bench" && grep -q '^speculative .*identical' "$WORK/bench" || die "bench table lacks its rows"
+"$CLI" bench -m "$PYCODE" -n 24 --repeat 2 --json >"$WORK/bench.json" || die "bench --json failed"
+python3 - "$WORK/bench.json" <<'PY' || die "bench --json is not the expected JSON"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["n_generated"] == 24 and r["repeats"] == 2 and r["outputs_identical"] is True, r
+modes = {run["mode"]: run for run in r["runs"]}
+assert set(modes) == {"plain", "speculative"}, r
+for run in r["runs"]:
+    assert run["decode_tokens_per_s"] > 0 and run["first_step_ms"] > 0 and run["tokens_per_pass"] >= 1, run
+assert abs(modes["plain"]["speedup"] - 1) < 1e-9
+print("bench --json:", {m: round(v["decode_tokens_per_s"]) for m, v in modes.items()}, "tokens/s")
+PY
+
+step "Ctrl-C ends a generation cleanly"
+# Job control gives the background program a SIGINT of its own to receive (a non-interactive
+# shell starts background jobs with SIGINT ignored, which the program respects).
+set -m
+for sig in INT TERM; do
+    for spec in "" --speculative; do
+        "$CLI" generate -m "$PYCODE" -p "def f(x):" -n 2147483647 --ignore-eos -v --threads 1 $spec \
+            >"$WORK/out" 2>"$WORK/err" &
+        pid=$!
+        sleep 1
+        t0=$(date +%s%N)
+        kill -s "$sig" "$pid"
+        rc=0
+        wait "$pid" || rc=$?
+        ms=$((($(date +%s%N) - t0) / 1000000))
+        [[ $rc -eq 130 ]] || { cat "$WORK/err" >&2; die "SIG$sig: exit status $rc, not 130 $spec"; }
+        grep -q "SPECLA_FINISH_ABORTED" "$WORK/err" && grep -q "tokens in" "$WORK/err" \
+            || { cat "$WORK/err" >&2; die "SIG$sig: no statistics or finish reason after the interrupt $spec"; }
+        [[ -z "$spec" ]] || grep -q "speculative:" "$WORK/err" || die "SIG$sig: no speculative statistics"
+        [[ -s "$WORK/out" ]] || die "SIG$sig: the text generated before the interrupt was not printed"
+        echo "SIG$sig $spec: exit 130 after ${ms} ms, statistics printed"
+    done
+done
+# A long prompt: the interrupt is honoured between prompt blocks.
+for i in $(seq 4000); do echo "    value_$i = compute(value_$((i - 1)), $i)"; done >"$WORK/long.txt"
+"$CLI" generate -m "$PYCODE" --prompt-file "$WORK/long.txt" -n 4 -q --threads 1 >/dev/null 2>"$WORK/err" &
+pid=$!
+sleep 0.5
+t0=$(date +%s%N)
+kill -INT "$pid"
+rc=0
+wait "$pid" || rc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+[[ $rc -eq 130 ]] || { cat "$WORK/err" >&2; die "SIGINT during the prompt: exit status $rc, not 130"; }
+echo "SIGINT during a long prompt: exit 130 after ${ms} ms"
+set +m
 
 step "bad arguments are refused"
 expect_fail "no subcommand" "subcommand" --
