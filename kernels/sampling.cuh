@@ -1,4 +1,4 @@
-// Token selection on the device, following generate/sampler.h exactly (the host reference):
+// Token selection on the device, following sampling/sampler.h exactly (the host reference):
 //   greedy: the largest logit, lowest id on ties;
 //   otherwise softmax(logits / T) restricted to the top_k largest (ties: lower id first), then to
 //   the smallest prefix of the descending order whose mass reaches top_p, renormalised (each

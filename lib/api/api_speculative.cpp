@@ -8,7 +8,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
-#include "generate/rng.h"
+#include "sampling/rng.h"
 #include "generate/generation.h"
 #include "session/session.h"
 #include "spec/eagle_drafter.h"

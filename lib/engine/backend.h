@@ -38,7 +38,7 @@ struct SamplingConfig {
     // -inf), greedy never picks them. Used for a model vocabulary padded beyond its tokenizer's,
     // whose padding ids are not tokens. 0 (or >= vocab): every id is a candidate.
     int32_t n_candidates = 0;
-    // The transformations of lib/generate/sampler.h (the order is documented there), each off at
+    // The transformations of lib/sampling/sampler.h (the order is documented there), each off at
     // its default. Bias and penalties depend on the tokens before the sampled position.
     std::vector<std::pair<int32_t, float>> logit_bias;  // (token, added to its logit)
     float repetition_penalty = 1.f;  // > 0; 1: off
@@ -137,7 +137,7 @@ public:
                             float *logits, const RowFeatures &features = RowFeatures()) = 0;
 
     // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
-    // uniform variate `u` in [0, 1), following lib/generate/sampler.h exactly (the GPU samples on
+    // uniform variate `u` in [0, 1), following lib/sampling/sampler.h exactly (the GPU samples on
     // the device so that only the token id crosses to the host); `logits` (may be null) receives
     // the step's logits.
     virtual int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling,

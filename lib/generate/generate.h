@@ -1,4 +1,5 @@
-// Plain autoregressive generation over a session: one token per step.
+// Generation over a session run to completion: plain (one token per step) and speculative (one
+// verification pass per step); the options of both.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,7 @@
 
 #include "engine/backend.h"
 #include "session/session.h"
+#include "spec/drafter.h"
 
 namespace specla {
 
@@ -26,5 +28,28 @@ struct GenerateOptions {
 // max_tokens tokens; returns them. The last token is left pending in the session. (A plain
 // generation of lib/generate/generation.h run to completion, without text.)
 std::vector<int32_t> generate(Session &session, const int32_t *prompt, size_t n_prompt, const GenerateOptions &opts);
+
+struct SpecOptions {
+    GenerateOptions gen;         // sampling, seed, token budget, EOS, per-token hook
+    DraftBudget budget;          // per step
+    bool deferred_commit = true;
+    TreeAlgorithm algorithm = TreeAlgorithm::Auto;
+};
+
+constexpr int kSpecMaxDepthStats = 32;
+
+struct SpecStats {
+    int64_t steps = 0;       // verification passes
+    int64_t drafted = 0;     // draft nodes submitted
+    int64_t accepted = 0;    // draft tokens accepted
+    int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation)
+    int64_t drafted_at_depth[kSpecMaxDepthStats] = {};   // nodes at depth d+1
+    int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
+    uint64_t seed = 0;       // the generation's random stream (GenerateOptions::seed)
+};
+
+// Runs a speculative generation (lib/generate/generation.h) to completion, without text.
+std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
+                                          const SpecOptions &opts, SpecStats &stats);
 
 }  // namespace specla

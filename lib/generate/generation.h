@@ -18,10 +18,10 @@
 #include <vector>
 
 #include "generate/generate.h"
-#include "generate/rng.h"
+#include "sampling/rng.h"
 #include "generate/text_stream.h"
 #include "session/session.h"
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 #include "spec/drafter.h"
 #include "spec/speculative.h"
 

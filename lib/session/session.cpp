@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "util/error.h"
 
 namespace specla {

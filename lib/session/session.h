@@ -11,7 +11,7 @@
 #include "engine/backend.h"
 #include "engine/model.h"
 #include "memory/host_alloc.h"
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 
 namespace specla {
 

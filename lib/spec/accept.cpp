@@ -39,7 +39,7 @@
 
 #include <algorithm>
 
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "util/error.h"
 
 namespace specla {

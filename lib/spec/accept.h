@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "generate/rng.h"
-#include "generate/sampler.h"
-#include "spec/draft_tree.h"
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
+#include "engine/draft_tree.h"
 
 namespace specla {
 
@@ -27,7 +27,7 @@ AcceptResult accept_greedy(const DraftTree &tree, const float *root_logits, cons
 // returns without copying logits to the host).
 AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, const int32_t *node_choice);
 
-// Sampling with the whole of lib/generate/sampler.h applied to the target (and used as given for the
+// Sampling with the whole of lib/sampling/sampler.h applied to the target (and used as given for the
 // drafter's rows), over the config's candidate ids (SamplingConfig::n_candidates), exactly the
 // distribution plain sampling draws from. Uses tree.draft_dists when present, one-hot proposals
 // otherwise. A greedy config (SamplingConfig::greedy()) gives accept_greedy's result (its argmax

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "engine/backend.h"
-#include "generate/rng.h"
-#include "spec/draft_tree.h"
+#include "sampling/rng.h"
+#include "engine/draft_tree.h"
 
 namespace specla {
 

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "util/error.h"
 #include "util/seconds_since.h"
 

@@ -1,6 +1,5 @@
 #include "spec/speculative.h"
 
-#include "generate/generation.h"
 #include "spec/accept.h"
 
 namespace specla {
@@ -50,11 +49,5 @@ StepResult verify_accept_commit(Session &session, const DraftTree &tree, const S
     return r;
 }
 
-std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
-                                          const SpecOptions &opts, SpecStats &stats) {
-    GenerationResult r = run_generation(session, &drafter, prompt, n_prompt, opts);
-    stats = r.stats;
-    return std::move(r.tokens);
-}
 
 }  // namespace specla

@@ -1,41 +1,21 @@
 // Speculative decoding's pass: the drafter proposes a tree after the context, the target
 // verifies all of it in one pass, the acceptance rule keeps a path plus the target's own next
 // token, and the path is committed from the verification's factors. The generation loop that
-// runs passes is lib/generate/generation.h; generate_speculative() runs it to completion.
+// runs passes is lib/generate/generation.h; generate_speculative() (lib/generate/generate.h) runs
+// it to completion.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include "generate/generate.h"
+#include "engine/backend.h"
+#include "engine/draft_tree.h"
+#include "sampling/rng.h"
 #include "session/session.h"
 #include "spec/accept.h"
 #include "spec/drafter.h"
 
 namespace specla {
-
-struct SpecOptions {
-    GenerateOptions gen;         // sampling, seed, token budget, EOS, per-token hook
-    DraftBudget budget;          // per step
-    bool deferred_commit = true;
-    TreeAlgorithm algorithm = TreeAlgorithm::Auto;
-};
-
-constexpr int kSpecMaxDepthStats = 32;
-
-struct SpecStats {
-    int64_t steps = 0;       // verification passes
-    int64_t drafted = 0;     // draft nodes submitted
-    int64_t accepted = 0;    // draft tokens accepted
-    int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation)
-    int64_t drafted_at_depth[kSpecMaxDepthStats] = {};   // nodes at depth d+1
-    int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
-    uint64_t seed = 0;       // the generation's random stream (GenerateOptions::seed)
-};
-
-// Runs a speculative generation (lib/generate/generation.h) to completion, without text.
-std::vector<int32_t> generate_speculative(Session &session, Drafter &drafter, const int32_t *prompt, size_t n_prompt,
-                                          const SpecOptions &opts, SpecStats &stats);
 
 // Verify a tree and accept (the session's state is not changed; commit follows). Greedy
 // acceptance needs only the target's argmax per row (a GPU backend then copies no logits) unless

@@ -77,7 +77,7 @@
 #include <iterator>
 #include <limits>
 
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "util/error.h"
 
 namespace specla {

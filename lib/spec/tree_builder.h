@@ -9,8 +9,8 @@
 #include <map>
 #include <vector>
 
-#include "generate/rng.h"
-#include "spec/draft_tree.h"
+#include "sampling/rng.h"
+#include "engine/draft_tree.h"
 
 namespace specla {
 

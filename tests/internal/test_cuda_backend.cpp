@@ -27,7 +27,7 @@ TEST_CASE("cuda backend: skipped") { MESSAGE("CUDA backend tests skipped: this b
 
 #include "backend/cuda/cuda_backend.h"
 #include "engine/backend.h"
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "model/checkpoint.h"
 #include "model/safetensors.h"
 #include "model/weights.h"

@@ -27,7 +27,7 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "model/safetensors.h"
 #include "norms.cuh"
 #include "sampling.cuh"

@@ -11,8 +11,8 @@
 
 #include "engine/model.h"
 #include "generate/generate.h"
-#include "generate/rng.h"
-#include "generate/sampler.h"
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
 #include "session/session.h"
 #include "spec/eagle_drafter.h"
 #include "spec/speculative.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "generate/rng.h"
+#include "sampling/rng.h"
 #include "spec/prompt_lookup.h"
 #include "support/stats.h"
 #include "util/error.h"

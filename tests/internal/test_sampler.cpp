@@ -1,4 +1,4 @@
-// The sampler's transformations (lib/generate/sampler.h) against hand-computed values: logit bias,
+// The sampler's transformations (lib/sampling/sampler.h) against hand-computed values: logit bias,
 // repetition / presence / frequency penalties over the history window, min-p, their order, greedy
 // on the transformed logits, and the clamping that keeps extreme settings finite.
 #include <doctest/doctest.h>
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 
 using namespace specla;
 

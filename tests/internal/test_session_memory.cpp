@@ -11,7 +11,7 @@
 #include "memory/host_alloc.h"
 #include "model/weights.h"
 #include "session/session.h"
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 
 using namespace specla;
 

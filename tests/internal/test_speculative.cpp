@@ -12,7 +12,7 @@
 #include "engine/model.h"
 #include "model/weights.h"
 #include "session/session.h"
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 #include "support/random_trees.h"
 
 using namespace specla;

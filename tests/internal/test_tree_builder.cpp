@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "generate/rng.h"
-#include "generate/sampler.h"
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
 #include "spec/accept.h"
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 #include "spec/tree_builder.h"
 #include "support/stats.h"
 #include "util/error.h"

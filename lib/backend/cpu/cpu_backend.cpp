@@ -7,7 +7,7 @@
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tree.h"
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 #include "util/cpu_count.h"
 #include "util/error.h"
 #include "util/log.h"

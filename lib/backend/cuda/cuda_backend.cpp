@@ -42,9 +42,9 @@ CudaSequenceState::~CudaSequenceState() {
     if (h_tokens) (void)cudaFreeHost(h_tokens);
     if (h_argmax) (void)cudaFreeHost(h_argmax);
     if (h_sampled) (void)cudaFreeHost(h_sampled);
-    if (h_vints) (void)cudaFreeHost(h_vints);
+    if (h_tree_tables) (void)cudaFreeHost(h_tree_tables);
     if (h_desc) (void)cudaFreeHost(h_desc);
-    if (h_vkeys) (void)cudaFreeHost(h_vkeys);
+    if (h_verify_argmax) (void)cudaFreeHost(h_verify_argmax);
     if (h_features) (void)cudaFreeHost(h_features);
     if (desc_event) (void)cudaEventDestroy(desc_event);
     (void)cudaGetLastError();

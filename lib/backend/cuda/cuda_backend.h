@@ -125,19 +125,19 @@ struct CudaSequenceState final : SequenceState {
     // column only in the CTA that then overwrites it; pre-conv inputs are consumed at commit).
     int32_t factor_rows = 0;
     ArenaBuffer factor_buf;
-    float *fk[2] = {nullptr, nullptr};  // [L][F][H*K]
-    float *fg[2] = {nullptr, nullptr};  // [L][F][HV]
-    float *fu = nullptr;                // [L][F][HV*V]
-    float *fpre = nullptr;              // [L][F][CC] (null without short conv)
+    float *factor_keys[2] = {nullptr, nullptr};        // [L][F][H*K] normalised keys
+    float *factor_log_decays[2] = {nullptr, nullptr};  // [L][F][HV]
+    float *factor_residuals = nullptr;                 // [L][F][HV*V] the delta-rule residuals u
+    float *factor_preconv = nullptr;                   // [L][F][CC] (null without short conv)
     // Per-pass verification scratch and tables.
     ArenaBuffer verify_buf;
-    float *vact = nullptr, *vbeta = nullptr;  // [F][CC], [F][HV]
-    unsigned long long *vkeys = nullptr;      // [F] argmax keys
-    int32_t *vints = nullptr;                 // tree tables (see cuda_verify.cpp)
-    int32_t *desc = nullptr;                  // pending-commit descriptor [2 + F] (launch_common.cuh)
-    size_t vints_count = 0;
-    int32_t *h_vints = nullptr, *h_desc = nullptr;  // pinned mirrors
-    unsigned long long *h_vkeys = nullptr;
+    float *verify_act = nullptr, *verify_beta = nullptr;  // [F][CC], [F][HV]
+    unsigned long long *verify_argmax = nullptr;          // [F] packed argmax keys
+    int32_t *tree_tables = nullptr;  // parents, chains, pairs, snapshot slots, conv taps (TableLayout, cuda_verify.cpp)
+    int32_t *desc = nullptr;         // pending-commit descriptor [2 + F] (launch_common.cuh)
+    size_t tree_tables_count = 0;
+    int32_t *h_tree_tables = nullptr, *h_desc = nullptr;  // pinned mirrors
+    unsigned long long *h_verify_argmax = nullptr;
     cudaEvent_t desc_event = nullptr;         // the last descriptor upload (h_desc reusable after it)
     ArenaBuffer snap_buf;                     // hybrid branch-point states of one layer (grows)
     int32_t snap_slots = 0;

@@ -72,27 +72,30 @@ void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits
     const size_t HV = size_t(c.num_v_heads), CC = size_t(c.conv_channels());
     const bool conv = c.use_short_conv && c.conv_size > 1;
     auto al = [](size_t floats) { return (floats + 63) / 64 * 64; };
-    const size_t fk = al(L * F * KD), fg = al(L * F * HV), fu = al(L * F * VD), fp = conv ? al(L * F * CC) : 0;
-    st.factor_buf = ArenaBuffer(*arena_, (2 * fk + 2 * fg + fu + fp) * 4, "speculative factors");
+    // Floats per buffer, each padded to 64.
+    const size_t keys_n = al(L * F * KD), decays_n = al(L * F * HV), residuals_n = al(L * F * VD),
+                 preconv_n = conv ? al(L * F * CC) : 0;
+    st.factor_buf =
+        ArenaBuffer(*arena_, (2 * keys_n + 2 * decays_n + residuals_n + preconv_n) * 4, "speculative factors");
     float *b = st.factor_buf.as<float>();
-    st.fk[0] = b, st.fk[1] = b + fk;
-    st.fg[0] = b + 2 * fk, st.fg[1] = b + 2 * fk + fg;
-    st.fu = b + 2 * fk + 2 * fg;
-    st.fpre = conv ? st.fu + fu : nullptr;
+    st.factor_keys[0] = b, st.factor_keys[1] = b + keys_n;
+    st.factor_log_decays[0] = b + 2 * keys_n, st.factor_log_decays[1] = b + 2 * keys_n + decays_n;
+    st.factor_residuals = b + 2 * keys_n + 2 * decays_n;
+    st.factor_preconv = conv ? st.factor_residuals + residuals_n : nullptr;
 
     const TableLayout tl(int32_t(F), c.conv_size);
-    st.vints_count = tl.total;
+    st.tree_tables_count = tl.total;
     const size_t act = al(F * CC), beta = al(F * HV), keys = al(F * 2), ints = al(tl.total), desc = al(2 + F);
     st.verify_buf = ArenaBuffer(*arena_, (act + beta + keys + ints + desc) * 4, "verification scratch");
     float *v = st.verify_buf.as<float>();
-    st.vact = v;
-    st.vbeta = v + act;
-    st.vkeys = reinterpret_cast<unsigned long long *>(v + act + beta);
-    st.vints = reinterpret_cast<int32_t *>(v + act + beta + keys);
+    st.verify_act = v;
+    st.verify_beta = v + act;
+    st.verify_argmax = reinterpret_cast<unsigned long long *>(v + act + beta);
+    st.tree_tables = reinterpret_cast<int32_t *>(v + act + beta + keys);
     st.desc = reinterpret_cast<int32_t *>(v + act + beta + keys + ints);
-    st.alloc_pinned(st.h_vints, size_t(tl.total) * 4, "cudaHostAlloc");
+    st.alloc_pinned(st.h_tree_tables, size_t(tl.total) * 4, "cudaHostAlloc");
     st.alloc_pinned(st.h_desc, (2 + F) * 4, "cudaHostAlloc");
-    st.alloc_pinned(st.h_vkeys, F * 8, "cudaHostAlloc");
+    st.alloc_pinned(st.h_verify_argmax, F * 8, "cudaHostAlloc");
     check(cudaEventCreateWithFlags(&st.desc_event, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaMemsetAsync(st.desc, 0, (2 + F) * 4, st.stream), "cudaMemsetAsync(desc)");
 }
@@ -103,10 +106,10 @@ kern::PendingFactors CudaBackend::pending_of(const CudaSequenceState &st, int la
     kern::PendingFactors pf;
     pf.desc = st.desc;
     for (int s = 0; s < 2; ++s) {
-        pf.k[s] = st.fk[s] + l * F * size_t(c.key_dim());
-        pf.g[s] = st.fg[s] + l * F * size_t(c.num_v_heads);
+        pf.k[s] = st.factor_keys[s] + l * F * size_t(c.key_dim());
+        pf.g[s] = st.factor_log_decays[s] + l * F * size_t(c.num_v_heads);
     }
-    pf.u = st.fu + l * F * size_t(c.value_dim());
+    pf.u = st.factor_residuals + l * F * size_t(c.value_dim());
     return pf;
 }
 
@@ -134,7 +137,7 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
     const ModelConfig &c = config_;
     const int32_t F = st.factor_rows, W = c.conv_size;
     const TableLayout lay(F, W);
-    int32_t *h = st.h_vints;
+    int32_t *h = st.h_tree_tables;
     tl = TreeLaunch();
     tl.n = n;
     if (algorithm == TreeAlgorithm::Auto) algorithm = auto_algorithm(parents, n);
@@ -208,16 +211,16 @@ void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const Tre
     kern::TreeRecurrenceParams rp;
     rp.n = tl.n, rp.H = c.num_heads, rp.HV = c.num_v_heads, rp.K = c.head_k_dim, rp.V = c.head_v_dim;
     rp.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
-    rp.act = st.vact, rp.act_ld = c.conv_channels();
-    rp.g = st.fg[set] + l * F * size_t(c.num_v_heads), rp.beta = st.vbeta;
+    rp.act = st.verify_act, rp.act_ld = c.conv_channels();
+    rp.g = st.factor_log_decays[set] + l * F * size_t(c.num_v_heads), rp.beta = st.verify_beta;
     rp.state = st.recurrent + l * size_t(c.recurrent_state_floats_per_layer());
     rp.o = st.o;
-    rp.u_out = st.fu + l * F * size_t(c.value_dim());
-    rp.k_out = st.fk[set] + l * F * size_t(c.key_dim());
+    rp.u_out = st.factor_residuals + l * F * size_t(c.value_dim());
+    rp.k_out = st.factor_keys[set] + l * F * size_t(c.key_dim());
     rp.pending = pending_of(st, layer);
-    rp.parents = st.vints + lay.parents, rp.pair_off = st.vints + lay.pair_off, rp.n_pairs = tl.n_pairs;
-    rp.chain_nodes = st.vints + lay.chain_nodes, rp.chain_info = st.vints + lay.chain_info;
-    rp.snap_slot = st.vints + lay.snap, rp.snaps = st.snap_buf.as<float>();
+    rp.parents = st.tree_tables + lay.parents, rp.pair_off = st.tree_tables + lay.pair_off, rp.n_pairs = tl.n_pairs;
+    rp.chain_nodes = st.tree_tables + lay.chain_nodes, rp.chain_info = st.tree_tables + lay.chain_info;
+    rp.snap_slot = st.tree_tables + lay.snap, rp.snaps = st.snap_buf.as<float>();
     if (tl.wy) {
         check(kern::launch_tree_wy(rp, ctx), "tree recurrence (WY)");
         return;
@@ -238,9 +241,9 @@ void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, in
     const size_t F = size_t(st.factor_rows);
     const int32_t n = tl.n;
     check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream), "copy tokens");
-    check(cudaMemcpyAsync(st.vints, st.h_vints, st.vints_count * 4, cudaMemcpyHostToDevice, st.stream),
+    check(cudaMemcpyAsync(st.tree_tables, st.h_tree_tables, st.tree_tables_count * 4, cudaMemcpyHostToDevice, st.stream),
           "copy tree tables");
-    check(cudaMemsetAsync(st.vkeys, 0, size_t(n) * 8, st.stream), "reset argmax");
+    check(cudaMemsetAsync(st.verify_argmax, 0, size_t(n) * 8, st.stream), "reset argmax");
     kern::LaunchCtx ctx = launch_ctx(st.stream);
     enqueue_rows_input(st, n, nullptr);
     const TableLayout tab(st.factor_rows, c.conv_size);
@@ -256,13 +259,13 @@ void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, in
         check(kern::launch_gemv_multi(in, ctx), "in_proj (verify)");
         kern::VerifyConvParams cp;
         cp.n = n, cp.proj = st.proj, cp.R = R, cp.CC = CC, cp.row_a = lay.a, cp.row_b = lay.b;
-        cp.taps = st.vints + tab.taps;
+        cp.taps = st.tree_tables + tab.taps;
         cp.conv_cache = st.conv ? st.conv + size_t(l) * size_t(c.conv_cache_floats_per_layer()) : nullptr;
         cp.conv_w = w.conv, cp.W = c.conv_size, cp.use_short_conv = c.use_short_conv ? 1 : 0;
         cp.HV = int32_t(HV), cp.A_log = w.A_log, cp.dt_bias = w.dt_bias;
         cp.beta_scale = c.allow_neg_eigval ? 2.f : 1.f;
-        cp.act = st.vact, cp.g = st.fg[set] + lf * size_t(HV), cp.beta = st.vbeta;
-        cp.pre = st.fpre ? st.fpre + lf * size_t(CC) : nullptr;
+        cp.act = st.verify_act, cp.g = st.factor_log_decays[set] + lf * size_t(HV), cp.beta = st.verify_beta;
+        cp.pre = st.factor_preconv ? st.factor_preconv + lf * size_t(CC) : nullptr;
         check(kern::launch_verify_conv(cp, ctx), "conv + gates (verify)");
 
         enqueue_tree_layer(st, l, tl, set);
@@ -292,12 +295,12 @@ void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, in
     kern::GemvMultiParams lm;
     lm.g.w = weights_->lm_head, lm.g.rows = vocab, lm.g.cols = D;
     lm.g.pro = kern::GemvPrologue::RmsNorm, lm.g.x = st.h, lm.g.norm_w = weights_->final_norm, lm.g.eps = c.norm_eps;
-    lm.g.epi = kern::GemvEpilogue::Logits, lm.g.out = st.logits, lm.g.argmax = st.vkeys;
+    lm.g.epi = kern::GemvEpilogue::Logits, lm.g.out = st.logits, lm.g.argmax = st.verify_argmax;
     lm.n = n, lm.x_ld = D, lm.out_ld = vocab;
     check(kern::launch_gemv_multi(lm, ctx), "lm_head (verify)");
     // The pending factors (if any) have been applied by every layer: clear the count.
     check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-    check(cudaMemcpyAsync(st.h_vkeys, st.vkeys, size_t(n) * 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
+    check(cudaMemcpyAsync(st.h_verify_argmax, st.verify_argmax, size_t(n) * 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
 }
 
 void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
@@ -373,7 +376,7 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     copy_features(st, first, n, out.features.out);
     check(cudaStreamSynchronize(st.stream), "verify_tree");
     if (out.argmax)
-        for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_vkeys[t]);
+        for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_verify_argmax[t]);
     st.last_set = set;
     st.verified = true;
     st.verified_nodes = n;
@@ -398,11 +401,11 @@ void CudaBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_
     check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n + 2) * 4, cudaMemcpyHostToDevice, st.stream), "copy path");
     check(cudaEventRecord(st.desc_event, st.stream), "cudaEventRecord");
     st.pending_count = n;
-    if (st.fpre && st.conv) {
+    if (st.factor_preconv && st.conv) {
         kern::ConvCommitParams cp;
         cp.L = c.num_layers, cp.W = c.conv_size, cp.CC = c.conv_channels();
         cp.cache = st.conv, cp.cache_layer = c.conv_cache_floats_per_layer();
-        cp.pre = st.fpre, cp.pre_layer = int64_t(st.factor_rows) * c.conv_channels();
+        cp.pre = st.factor_preconv, cp.pre_layer = int64_t(st.factor_rows) * c.conv_channels();
         cp.desc = st.desc;
         kern::LaunchCtx ctx = launch_ctx(st.stream);
         ctx.pdl = false;
@@ -503,7 +506,7 @@ float CudaBackend::time_recurrence_commit(SequenceState &state, const int32_t *p
     flush_commit(st);
     TreeLaunch tl;
     prepare_tree(st, st.verified_parents.data(), n, algorithm, tl);
-    check(cudaMemcpyAsync(st.vints, st.h_vints, st.vints_count * 4, cudaMemcpyHostToDevice, st.stream), "tables");
+    check(cudaMemcpyAsync(st.tree_tables, st.h_tree_tables, st.tree_tables_count * 4, cudaMemcpyHostToDevice, st.stream), "tables");
     check(cudaEventSynchronize(st.desc_event), "cudaEventSynchronize");
     st.h_desc[0] = n_path;
     st.h_desc[1] = st.last_set;

@@ -1,4 +1,4 @@
-#include "generate/sampler.h"
+#include "sampling/sampler.h"
 
 #include <algorithm>
 #include <cfloat>

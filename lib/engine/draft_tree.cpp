@@ -1,4 +1,4 @@
-#include "spec/draft_tree.h"
+#include "engine/draft_tree.h"
 
 #include "util/error.h"
 
