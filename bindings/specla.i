@@ -828,7 +828,9 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 %rename("$ignore", regextarget=1, %$isfunction) "^specla_";
 
 /* Callbacks and borrowed pointer arrays have no safe managed counterpart in this binding
- * (progress and stop strings are C-only for now; streaming is the Generation class below); per-depth statistics are C arrays. */
+ * (progress is C-only for now; streaming is the Generation class below; stop strings go through
+ * GenerateParams' packed setter, logging through each language's trampoline); per-depth
+ * statistics are C arrays. */
 %ignore specla_model_params::progress_callback;
 %ignore specla_model_params::progress_user_data;
 %ignore specla_generate_params::on_token;
