@@ -86,3 +86,52 @@ func TestLogHandler(t *testing.T) {
 		t.Errorf("the removed handler was called")
 	}
 }
+
+// Goroutines log while the handler is replaced over and over: every message reaches exactly one
+// of the installed handlers, and nothing breaks.
+func TestLogHandlerAcrossGoroutines(t *testing.T) {
+	const loaders, loads = 3, 4
+	dir := requireModelDir(t)
+	var done sync.WaitGroup
+	var mu sync.Mutex
+	count := 0
+	handler := func(level LogLevel, message string) {
+		if strings.Contains(message, "n_threads") {
+			mu.Lock()
+			count++
+			mu.Unlock()
+		}
+	}
+	if err := SetLogHandler(handler, LogWarn); err != nil {
+		t.Fatal(err)
+	}
+	defer RemoveLogHandler()
+	errs := make(chan error, loaders*loads)
+	for l := 0; l < loaders; l++ {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			for i := 0; i < loads; i++ {
+				m, err := LoadModel(dir, &ModelOptions{Threads: int32(native.LIMIT_THREADS)})
+				if err != nil {
+					errs <- err
+					continue
+				}
+				m.Close()
+			}
+		}()
+	}
+	for i := 0; i < 50; i++ {
+		if err := SetLogHandler(handler, LogWarn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a loading goroutine failed: %v", err)
+	}
+	if count != loaders*loads {
+		t.Errorf("heard %d of %d warnings", count, loaders*loads)
+	}
+}

@@ -43,6 +43,7 @@ public sealed class BindingTest {
     test.Run("VerifyTree accepts the model's own greedy chain", test.VerifyTreeGreedyChain);
     test.Run("the stream decoder reproduces the text", test.StreamDecoderRoundTrip);
     test.Run("log messages reach the handler", test.LogHandler);
+    test.Run("log handlers replaced while other threads log", test.LogHandlerAcrossThreads);
     if (test.failures.Count > 0) {
       Console.Error.WriteLine("{0} check(s) failed:", test.failures.Count);
       foreach (string f in test.failures) Console.Error.WriteLine("  " + f);
@@ -538,5 +539,36 @@ public sealed class BindingTest {
       new Model(modelDir, many).Dispose();
       Check(second.Count == kept, "the removed handler was called");
     }
+  }
+
+  // Threads log while the handler is replaced over and over: every message reaches exactly one of
+  // the installed handlers, and nothing breaks.
+  void LogHandlerAcrossThreads() {
+    const int loaders = 3, loads = 4;
+    int heard = 0;
+    Action<LogLevel, string> handler = (level, message) => {
+      if (message.Contains("n_threads")) Interlocked.Increment(ref heard);
+    };
+    var errors = new List<Exception>();
+    Logging.SetHandler(handler, LogLevel.Warn);
+    var threads = new Thread[loaders];
+    for (int t = 0; t < loaders; ++t) {
+      threads[t] = new Thread(() => {
+        try {
+          using (var many = new ModelParams()) {
+            many.NThreads = Specla.LIMIT_THREADS;
+            for (int i = 0; i < loads; ++i) new Model(modelDir, many).Dispose();
+          }
+        } catch (Exception e) {
+          lock (errors) errors.Add(e);
+        }
+      });
+      threads[t].Start();
+    }
+    for (int i = 0; i < 50; ++i) Logging.SetHandler(handler, LogLevel.Warn);
+    foreach (Thread t in threads) t.Join();
+    Logging.RemoveHandler();
+    Check(errors.Count == 0, "a loading thread failed: " + string.Join(" | ", errors));
+    Check(heard == loaders * loads, "heard " + heard + " of " + loaders * loads + " warnings");
   }
 }

@@ -64,6 +64,7 @@ public final class BindingTest {
     test.run("verifyTree accepts the model's own greedy chain", test::verifyTreeGreedyChain);
     test.run("the stream decoder reproduces the text", test::streamDecoder);
     test.run("log messages reach the handler", test::logHandler);
+    test.run("log handlers replaced while other threads log", test::logHandlerAcrossThreads);
     if (!test.failures.isEmpty()) {
       System.err.println(test.failures.size() + " check(s) failed:");
       for (String f : test.failures) System.err.println("  " + f);
@@ -569,5 +570,35 @@ public final class BindingTest {
     int kept = second.size();
     new Model(modelDir, many).close();
     check(second.size() == kept, "the removed handler was called");
+  }
+
+  // Threads log while the handler is replaced and removed over and over: every message reaches
+  // the handler installed at the time or the default, and nothing breaks.
+  private void logHandlerAcrossThreads() {
+    ModelParams many = new ModelParams();
+    many.setNThreads(Specla.LIMIT_THREADS);
+    java.util.concurrent.atomic.AtomicInteger heard = new java.util.concurrent.atomic.AtomicInteger();
+    List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+    Logging.setHandler((level, message) -> heard.incrementAndGet(), LogLevel.WARN);
+    Thread[] loaders = new Thread[3];
+    for (int t = 0; t < loaders.length; ++t) {
+      loaders[t] = new Thread(() -> {
+        try {
+          for (int i = 0; i < 4; ++i) new Model(modelDir, many).close();
+        } catch (Throwable e) {
+          errors.add(e);
+        }
+      });
+      loaders[t].start();
+    }
+    for (int i = 0; i < 50; ++i) Logging.setHandler((level, message) -> heard.incrementAndGet(), LogLevel.WARN);
+    try {
+      for (Thread loader : loaders) loader.join();
+    } catch (InterruptedException e) {
+      throw new RuntimeException(e);
+    }
+    Logging.removeHandler();
+    check(errors.isEmpty(), "a loading thread failed: " + errors);
+    check(heard.get() == 3 * 4, "heard " + heard.get() + " of " + 3 * 4 + " warnings");
   }
 }
