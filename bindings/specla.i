@@ -4,10 +4,14 @@
  * message, handles returned through out-parameters, caller-sized buffers) do not map directly onto
  * managed languages, so this file puts a thin C layer between the header and SWIG:
  *
- *  - Handles are boxed: Model, Session and Drafter wrap a library handle in a small struct, which
- *    becomes a class (Java, C#) or type (Go) with an explicit close. A model box is reference
- *    counted by its sessions and drafters, so the library's rule "free the model last" holds
- *    whatever order a program (or a garbage collector) closes them in.
+ *  - Handles are boxed: Model, Session, Drafter, Generation and StreamDecoder wrap a library
+ *    handle in a small struct, which becomes a class (Java, C#) or type (Go) with an explicit
+ *    close. A model box is reference counted by the boxes that need it, so the library's rule
+ *    "free the model last" holds whatever order a program (or a garbage collector) closes them in.
+ *  - The one call of specla_session_verify_tree is specla_binding_call_verify_tree, so that a
+ *    change of its C signature touches one function here.
+ *  - Log messages reach each language through a trampoline in its own .swg (Go: log.go), not
+ *    through SWIG: see there for why.
  *  - Every helper leaves the status of its call in a per-thread record next to the library's own
  *    message. Java and C# turn a failure into a SpeclaException inside the same wrapper call; the
  *    Go package reads the record right after the call, on the same OS thread.
