@@ -4,10 +4,14 @@
  * message, handles returned through out-parameters, caller-sized buffers) do not map directly onto
  * managed languages, so this file puts a thin C layer between the header and SWIG:
  *
- *  - Handles are boxed: Model, Session and Drafter wrap a library handle in a small struct, which
- *    becomes a class (Java, C#) or type (Go) with an explicit close. A model box is reference
- *    counted by its sessions and drafters, so the library's rule "free the model last" holds
- *    whatever order a program (or a garbage collector) closes them in.
+ *  - Handles are boxed: Model, Session, Drafter, Generation and StreamDecoder wrap a library
+ *    handle in a small struct, which becomes a class (Java, C#) or type (Go) with an explicit
+ *    close. A model box is reference counted by the boxes that need it, so the library's rule
+ *    "free the model last" holds whatever order a program (or a garbage collector) closes them in.
+ *  - The one call of specla_session_verify_tree is specla_binding_call_verify_tree, so that a
+ *    change of its C signature touches one function here.
+ *  - Log messages reach each language through a trampoline in its own .swg (Go: log.go), not
+ *    through SWIG: see there for why.
  *  - Every helper leaves the status of its call in a per-thread record next to the library's own
  *    message. Java and C# turn a failure into a SpeclaException inside the same wrapper call; the
  *    Go package reads the record right after the call, on the same OS thread.
@@ -589,13 +593,248 @@ static void specla_binding_close_generation(specla_binding_generation *gen) {
 }
 %}
 
+/* ==== The C layer: stop strings, tree verification, stream decoding ========================== */
+
+%{
+/* ---- Stop strings -----------------------------------------------------------------------------
+ * The parameter structs are plain C values that the languages copy member by member (Java and C#
+ * SpecParams.setGenerate copies a GenerateParams; views alias their parent), so a stop-string
+ * array owned by one struct could be freed while a copy still points at it. Sets are therefore
+ * interned: one immutable copy per distinct list, shared by every struct that uses it and kept for
+ * the life of the process. A program that builds unboundedly many distinct lists grows by their
+ * size; the usual handful of fixed lists costs nothing more than their bytes. */
+typedef struct specla_binding_stop_set {
+    struct specla_binding_stop_set *next;
+    size_t n_strings;
+    size_t n_bytes;
+    const char **strings; /* points into bytes */
+    char *bytes;          /* the strings, each NUL-terminated, back to back */
+} specla_binding_stop_set;
+
+static specla_binding_stop_set *specla_binding_stop_sets = NULL;
+static atomic_flag specla_binding_stop_sets_lock = ATOMIC_FLAG_INIT;
+
+/* The interned set of `n_strings` NUL-terminated strings packed in `packed` (n_bytes bytes, the
+ * last one NUL); NULL with a recorded failure when the packing does not hold n_strings strings. */
+static const specla_binding_stop_set *specla_binding_intern_stop_set(const char *packed, size_t n_bytes,
+                                                                    size_t n_strings) {
+    size_t terminators = 0;
+    for (size_t i = 0; i < n_bytes; ++i) terminators += packed[i] == '\0';
+    if (terminators != n_strings || (n_bytes > 0 && packed[n_bytes - 1] != '\0')) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "a stop string contains a NUL character");
+        return NULL;
+    }
+    while (atomic_flag_test_and_set_explicit(&specla_binding_stop_sets_lock, memory_order_acquire)) {}
+    specla_binding_stop_set *set = specla_binding_stop_sets;
+    while (set && !(set->n_strings == n_strings && set->n_bytes == n_bytes &&
+                    memcmp(set->bytes, packed, n_bytes) == 0))
+        set = set->next;
+    if (!set) {
+        set = specla_binding_alloc(1, sizeof *set);
+        char *bytes = set ? specla_binding_alloc(n_bytes, 1) : NULL;
+        const char **strings = bytes ? specla_binding_alloc(n_strings, sizeof *strings) : NULL;
+        if (!strings) {
+            free(set);
+            free(bytes);
+            set = NULL;
+        } else {
+            memcpy(bytes, packed, n_bytes);
+            for (size_t i = 0, at = 0; i < n_strings; ++i) {
+                strings[i] = bytes + at;
+                at += strlen(bytes + at) + 1;
+            }
+            *set = (specla_binding_stop_set){specla_binding_stop_sets, n_strings, n_bytes, strings, bytes};
+            specla_binding_stop_sets = set;
+        }
+    }
+    atomic_flag_clear_explicit(&specla_binding_stop_sets_lock, memory_order_release);
+    return set;
+}
+
+/* Sets params' stop strings from the packed list (n_strings 0: none); unchanged on failure. */
+static void specla_binding_set_stop_strings(specla_generate_params *params, const void *packed, size_t n_bytes,
+                                            size_t n_strings) {
+    if (n_strings == 0) {
+        params->stop_strings = NULL;
+        params->n_stop_strings = 0;
+        return;
+    }
+    const specla_binding_stop_set *set = specla_binding_intern_stop_set(packed, n_bytes, n_strings);
+    if (!set) return;
+    params->stop_strings = set->strings;
+    params->n_stop_strings = n_strings;
+}
+
+/* Params' stop strings packed the same way (each NUL-terminated), for the languages to split. */
+static specla_binding_bytes specla_binding_get_stop_strings(const specla_generate_params *params) {
+    specla_binding_bytes out = {NULL, 0};
+    size_t n_bytes = 0;
+    for (size_t i = 0; i < params->n_stop_strings; ++i) n_bytes += strlen(params->stop_strings[i]) + 1;
+    out.data = specla_binding_alloc(n_bytes, 1);
+    if (!out.data) return out;
+    for (size_t i = 0, at = 0; i < params->n_stop_strings; ++i) {
+        const size_t n = strlen(params->stop_strings[i]) + 1;
+        memcpy(out.data + at, params->stop_strings[i], n);
+        at += n;
+    }
+    out.size = n_bytes;
+    return out;
+}
+
+/* ---- Tree verification (bring your own drafter) ----------------------------------------------
+ * specla_binding_call_verify_tree is the only place that calls specla_session_verify_tree, so
+ * that a change of that C signature touches this one function. */
+static specla_status specla_binding_call_verify_tree(specla_session *session, const int32_t *tokens,
+                                                     const int32_t *parents, size_t n_nodes,
+                                                     const float *draft_dists,
+                                                     const specla_sampling_params *sampling,
+                                                     bool deferred_commit, int32_t *accepted_nodes,
+                                                     size_t *n_accepted, int32_t *bonus_token,
+                                                     float *node_logits) {
+    return specla_session_verify_tree(session, tokens, parents, n_nodes, draft_dists,
+                                      sampling ? *sampling : specla_sampling_default_params(), deferred_commit,
+                                      accepted_nodes, n_accepted, bonus_token, node_logits);
+}
+
+/* What one verification gave: the accepted node indices root to leaf, the target's next token,
+ * and (when asked for) the target's logits after every node, n_nodes x vocab_size. */
+typedef struct specla_binding_verification {
+    specla_binding_tokens accepted;
+    int32_t bonus_token;
+    specla_binding_floats node_logits;
+} specla_binding_verification;
+
+static void specla_binding_free_verification(specla_binding_verification *v) {
+    if (!v) return;
+    free(v->accepted.data);
+    free(v->node_logits.data);
+    free(v);
+}
+
+static specla_binding_verification *specla_binding_verify_tree(
+    specla_binding_session *box, const int32_t *tokens, size_t n_tokens, const int32_t *parents, size_t n_parents,
+    const float *draft_dists, size_t n_draft_dists, const specla_sampling_params *sampling, bool deferred_commit,
+    bool want_node_logits) {
+    specla_binding_begin();
+    specla_session *session = specla_binding_open_session(box);
+    if (!session) return NULL;
+    if (n_parents != n_tokens) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the tree needs one parent per token");
+        return NULL;
+    }
+    specla_model_info info;
+    if (!specla_binding_check(specla_model_get_info(box->model->model, &info))) return NULL;
+    const size_t vocab = (size_t)info.vocab_size;
+    if (n_tokens > 0 && vocab > SIZE_MAX / n_tokens) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the tree is too large");
+        return NULL;
+    }
+    if (n_draft_dists == 0) draft_dists = NULL; /* an empty array: chosen deterministically */
+    if (draft_dists && n_draft_dists != n_tokens * vocab) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT,
+                            "the draft distributions need vocab_size floats per token (or none)");
+        return NULL;
+    }
+    specla_binding_verification *v = specla_binding_alloc(1, sizeof *v);
+    if (!v) return NULL;
+    memset(v, 0, sizeof *v);
+    v->accepted.data = specla_binding_alloc(n_tokens, sizeof(int32_t));
+    if (want_node_logits) v->node_logits.data = specla_binding_alloc(n_tokens * vocab, sizeof(float));
+    if ((n_tokens > 0 && !v->accepted.data) || (want_node_logits && n_tokens > 0 && !v->node_logits.data) ||
+        !specla_binding_check(specla_binding_call_verify_tree(session, tokens, parents, n_tokens, draft_dists,
+                                                              sampling, deferred_commit, v->accepted.data,
+                                                              &v->accepted.size, &v->bonus_token,
+                                                              v->node_logits.data))) {
+        specla_binding_free_verification(v);
+        return NULL;
+    }
+    if (want_node_logits) v->node_logits.size = n_tokens * vocab;
+    return v;
+}
+
+/* Buffers handed to the language are released by it: these hand over a copy. */
+static specla_binding_tokens specla_binding_copy_tokens(const specla_binding_tokens *from) {
+    specla_binding_tokens out = {specla_binding_alloc(from->size, sizeof(int32_t)), 0};
+    if (out.data) {
+        memcpy(out.data, from->data, from->size * sizeof(int32_t));
+        out.size = from->size;
+    }
+    return out;
+}
+
+static specla_binding_floats specla_binding_copy_floats(const specla_binding_floats *from) {
+    specla_binding_floats out = {specla_binding_alloc(from->size, sizeof(float)), 0};
+    if (out.data) {
+        memcpy(out.data, from->data, from->size * sizeof(float));
+        out.size = from->size;
+    }
+    return out;
+}
+
+/* ---- Stream decoder ----------------------------------------------------------------------------
+ * Holds a reference to the model, whose tokenizer the decoder reads: the library's rule "the
+ * tokenizer outlives the decoder" then holds whatever order things are closed in. */
+typedef struct specla_binding_stream_decoder {
+    specla_stream_decoder *decoder;
+    specla_binding_model *model;
+} specla_binding_stream_decoder;
+
+static specla_binding_stream_decoder *specla_binding_create_stream_decoder(specla_binding_model *model_box,
+                                                                           bool skip_special) {
+    specla_binding_begin();
+    const specla_tokenizer *tokenizer = specla_binding_tokenizer_of(model_box);
+    if (!tokenizer) return NULL;
+    specla_stream_decoder *decoder = NULL;
+    if (!specla_binding_check(specla_stream_decoder_create(tokenizer, skip_special, &decoder))) return NULL;
+    specla_binding_stream_decoder *box = specla_binding_alloc(1, sizeof *box);
+    if (!box) {
+        specla_stream_decoder_free(decoder);
+        return NULL;
+    }
+    box->decoder = decoder;
+    box->model = model_box;
+    specla_binding_retain_model(model_box);
+    return box;
+}
+
+static void specla_binding_close_stream_decoder(specla_binding_stream_decoder *box) {
+    if (!box) return;
+    specla_stream_decoder_free(box->decoder);
+    specla_binding_release_model(box->model);
+    free(box);
+}
+
+/* flush when token < 0: the piece the call made final, copied. */
+static specla_binding_text specla_binding_stream_decode(specla_binding_stream_decoder *box, int32_t token,
+                                                        bool flush) {
+    specla_binding_begin();
+    specla_binding_text out = {NULL, 0};
+    if (!box) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the stream decoder is closed (or null)");
+        return out;
+    }
+    const char *piece = NULL;
+    if (!specla_binding_check(flush ? specla_stream_decoder_flush(box->decoder, &piece)
+                                    : specla_stream_decoder_push(box->decoder, token, &piece)))
+        return out;
+    const size_t n = piece ? strlen(piece) : 0;
+    out.data = specla_binding_alloc(n + 1, 1);
+    if (!out.data) return out;
+    memcpy(out.data, piece ? piece : "", n + 1);
+    out.size = n;
+    return out;
+}
+%}
+
 /* ==== Names ================================================================================== */
 
 /* Functions of the header are reached through the classes below; only a few stay module-level. */
 %rename("$ignore", regextarget=1, %$isfunction) "^specla_";
 
 /* Callbacks and borrowed pointer arrays have no safe managed counterpart in this binding
- * (progress and stop strings are C-only for now; streaming is the Generation class below); per-depth statistics are C arrays. */
+ * (progress is C-only for now; streaming is the Generation class below; stop strings go through
+ * GenerateParams' packed setter, logging through each language's trampoline); per-depth
+ * statistics are C arrays. */
 %ignore specla_model_params::progress_callback;
 %ignore specla_model_params::progress_user_data;
 %ignore specla_generate_params::on_token;
@@ -682,6 +921,10 @@ static void specla_binding_close_generation(specla_binding_generation *gen) {
 };
 /* Session state in: one language byte array becomes the C (pointer, size) pair. */
 %apply (const void *BYTES, size_t N_BYTES) { (const void *state, size_t state_size) };
+/* Added arrays: packed stop strings, a tree's parents, draft distributions (the sections below). */
+%apply (const void *BYTES, size_t N_BYTES) { (const void *packed, size_t n_bytes) };
+%apply (const int32_t *TOKENS, size_t N_TOKENS) { (const int32_t *parents, size_t n_parents) };
+%apply (const float *FLOATS, size_t N_FLOATS) { (const float *draft_dists, size_t n_draft_dists) };
 
 /* ==== Parameter and information structs, straight from the header ========================== */
 
@@ -950,6 +1193,55 @@ struct specla_binding_generation {};
         if (specla_binding_open_generation($self)) specla_binding_check(specla_generation_end($self->generation));
     }
     specla_spec_stats *stats() const { return specla_binding_stats_of_generation($self); }
+}
+
+/* ==== Stop strings, tree verification, stream decoding ====================================== */
+
+/* Stop strings cross as one byte array (the typemaps above), each string UTF-8 and
+ * NUL-terminated, plus their count; each language packs and splits in its own code
+ * (GenerateParams.setStopStrings / getStopStrings; Go's options). */
+%extend specla_generate_params {
+    void set_stop_strings_packed(const void *packed, size_t n_bytes, size_t n_strings) {
+        specla_binding_set_stop_strings($self, packed, n_bytes, n_strings);
+    }
+    specla_binding_bytes stop_strings_packed() const { return specla_binding_get_stop_strings($self); }
+}
+
+/* The raw result of Session.verify_tree; each language copies it into its own value type. */
+%newobject specla_binding_session::verify_tree_raw;
+%nodefaultctor specla_binding_verification;
+%rename(Verification) specla_binding_verification;
+struct specla_binding_verification {};
+%extend specla_binding_verification {
+    ~specla_binding_verification() { specla_binding_free_verification($self); }
+    specla_binding_tokens accepted_nodes() const { return specla_binding_copy_tokens(&$self->accepted); }
+    int32_t bonus_token() const { return $self->bonus_token; }
+    specla_binding_floats node_logits() const { return specla_binding_copy_floats(&$self->node_logits); }
+}
+
+%extend specla_binding_session {
+    /* Bring-your-own-drafter verification (specla_session_verify_tree): parents[i] < i or -1,
+     * draft_dists empty or n_nodes x vocab_size floats, sampling null for greedy defaults. */
+    specla_binding_verification *verify_tree_raw(const int32_t *tokens, size_t n_tokens, const int32_t *parents,
+                                                 size_t n_parents, const float *draft_dists, size_t n_draft_dists,
+                                                 const specla_sampling_params *sampling, bool deferred_commit,
+                                                 bool want_node_logits) {
+        return specla_binding_verify_tree($self, tokens, n_tokens, parents, n_parents, draft_dists, n_draft_dists,
+                                          sampling, deferred_commit, want_node_logits);
+    }
+}
+
+/* Incremental detokenizer: push ids one at a time, each call returns the text it made final. */
+%nodefaultctor specla_binding_stream_decoder;
+%rename(StreamDecoder) specla_binding_stream_decoder;
+struct specla_binding_stream_decoder {};
+%extend specla_binding_stream_decoder {
+    specla_binding_stream_decoder(specla_binding_model *model, bool skip_special) {
+        return specla_binding_create_stream_decoder(model, skip_special);
+    }
+    ~specla_binding_stream_decoder() { specla_binding_close_stream_decoder($self); }
+    specla_binding_text push_piece(int32_t token) { return specla_binding_stream_decode($self, token, false); }
+    specla_binding_text flush_piece() { return specla_binding_stream_decode($self, -1, true); }
 }
 
 %noexception;

@@ -1,6 +1,12 @@
 package specla
 
-import "specla/internal/native"
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"specla/internal/native"
+)
 
 // Options mirror the C parameter structs, with one rule: the zero value of every field means
 // the library's default, so a struct literal names only what it changes
@@ -95,11 +101,16 @@ type SamplingOptions struct {
 }
 
 // GenerateOptions configures generation (specla_generate_params). Streaming is Session.Stream*;
-// callbacks and stop strings are not available through this binding.
+// callbacks are not available through this binding.
 type GenerateOptions struct {
 	Sampling  SamplingOptions
 	MaxTokens int32 // token budget; 0 = the default (128)
 	IgnoreEOS bool  // keep generating past the model's EOS token (default: stop after it)
+	// StopStrings end generation after the token that completes one of them in the generated
+	// text (FinishStopString, Generation.StopIndex); the text ends where it begins unless
+	// IncludeStopString. None may be empty or hold a NUL byte.
+	StopStrings       []string
+	IncludeStopString bool
 }
 
 // DefaultGenerateOptions returns the library's defaults (greedy).
@@ -118,28 +129,61 @@ func generateOptionsFrom(p native.GenerateParams) GenerateOptions {
 			TopP:        s.GetTopP(),
 			Seed:        s.GetSeed(),
 		},
-		MaxTokens: int32(p.GetMaxTokens()),
-		IgnoreEOS: !p.GetStopAtEos(),
+		MaxTokens:         int32(p.GetMaxTokens()),
+		IgnoreEOS:         !p.GetStopAtEos(),
+		StopStrings:       unpackStopStrings(p.StopStringsPacked()),
+		IncludeStopString: p.GetIncludeStopString(),
 	}
+}
+
+// fill writes o into C sampling parameters that already hold the defaults.
+func (o *SamplingOptions) fill(s native.SamplingParams) {
+	s.SetTemperature(orDefault(o.Temperature, s.GetTemperature()))
+	s.SetTopK(orDefault(int(o.TopK), s.GetTopK()))
+	s.SetTopP(orDefault(o.TopP, s.GetTopP()))
+	s.SetSeed(orDefault(o.Seed, s.GetSeed()))
 }
 
 // fill writes o into C parameters that already hold the defaults.
-func (o *GenerateOptions) fill(p native.GenerateParams) {
-	s := p.GetSampling()
-	s.SetTemperature(orDefault(o.Sampling.Temperature, s.GetTemperature()))
-	s.SetTopK(orDefault(int(o.Sampling.TopK), s.GetTopK()))
-	s.SetTopP(orDefault(o.Sampling.TopP, s.GetTopP()))
-	s.SetSeed(orDefault(o.Sampling.Seed, s.GetSeed()))
+func (o *GenerateOptions) fill(p native.GenerateParams) error {
+	o.Sampling.fill(p.GetSampling())
 	p.SetMaxTokens(orDefault(int(o.MaxTokens), p.GetMaxTokens()))
 	p.SetStopAtEos(p.GetStopAtEos() && !o.IgnoreEOS)
+	p.SetIncludeStopString(o.IncludeStopString)
+	return setStopStrings(p, o.StopStrings)
 }
 
-func (o *GenerateOptions) toNative() native.GenerateParams {
+// setStopStrings hands the strings to C packed, each NUL-terminated (bindings/specla.i).
+func setStopStrings(p native.GenerateParams, stops []string) error {
+	var packed []byte
+	for i, stop := range stops {
+		if strings.IndexByte(stop, 0) >= 0 {
+			return &Error{Status: StatusInvalidArgument, Message: fmt.Sprintf("stop string %d contains a NUL byte", i)}
+		}
+		packed = append(append(packed, stop...), 0)
+	}
+	return checkedVoid(func() { p.SetStopStringsPacked(packed, int64(len(stops))) })
+}
+
+func unpackStopStrings(packed []byte) []string {
+	var stops []string
+	for len(packed) > 0 {
+		end := bytes.IndexByte(packed, 0)
+		stops = append(stops, string(packed[:end]))
+		packed = packed[end+1:]
+	}
+	return stops
+}
+
+func (o *GenerateOptions) toNative() (native.GenerateParams, error) {
 	p := native.NewGenerateParams()
 	if o != nil {
-		o.fill(p)
+		if err := o.fill(p); err != nil {
+			native.DeleteGenerateParams(p)
+			return nil, err
+		}
 	}
-	return p
+	return p, nil
 }
 
 // TreeAlgorithm selects how draft trees are verified.
@@ -153,7 +197,7 @@ const (
 
 // SpecOptions configures speculative generation (specla_spec_params).
 type SpecOptions struct {
-	Generate       GenerateOptions
+	Generate         GenerateOptions
 	MaxDraftNodes    int32         // nodes per verification; 0 = the default (4)
 	MaxDraftDepth    int32         // deepest draft position; 0 = the default (8)
 	TreeAlgorithm    TreeAlgorithm // TreeAuto (the zero value) is the default
@@ -180,10 +224,13 @@ func DefaultSpecOptions() SpecOptions {
 	}
 }
 
-func (o *SpecOptions) toNative() native.SpecParams {
+func (o *SpecOptions) toNative() (native.SpecParams, error) {
 	p := native.NewSpecParams()
 	if o != nil {
-		o.Generate.fill(p.GetGenerate())
+		if err := o.Generate.fill(p.GetGenerate()); err != nil {
+			native.DeleteSpecParams(p)
+			return nil, err
+		}
 		p.SetMaxDraftNodes(orDefault(int(o.MaxDraftNodes), p.GetMaxDraftNodes()))
 		p.SetMaxDraftDepth(orDefault(int(o.MaxDraftDepth), p.GetMaxDraftDepth()))
 		p.SetTreeAlgorithm(native.Enum_SS_specla_tree_algorithm(
@@ -193,7 +240,7 @@ func (o *SpecOptions) toNative() native.SpecParams {
 		p.SetTreePruneMargin(orDefault(o.TreePruneMargin, p.GetTreePruneMargin()))
 		p.SetTreeSizeFromCost(p.GetTreeSizeFromCost() && !o.FillDraftBudget)
 	}
-	return p
+	return p, nil
 }
 
 // DrafterType selects the drafter (specla_drafter_type).

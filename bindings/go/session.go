@@ -73,14 +73,20 @@ func (s *Session) Eval(tokens []int32, mode LogitsMode) ([]float32, error) {
 // Generate evaluates prompt (which may be empty when the session has context) and generates;
 // nil options mean the defaults (greedy, 128 tokens, stop at EOS).
 func (s *Session) Generate(prompt []int32, options *GenerateOptions) ([]int32, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, err
+	}
 	defer native.DeleteGenerateParams(params)
 	return checked(func() []int32 { return s.native().Generate(prompt, params) })
 }
 
 // GenerateText tokenizes prompt, generates, and returns the generated text.
 func (s *Session) GenerateText(prompt string, options *GenerateOptions) (string, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return "", err
+	}
 	defer native.DeleteGenerateParams(params)
 	return checked(func() string { return s.native().GenerateText(prompt, params) })
 }
@@ -88,7 +94,10 @@ func (s *Session) GenerateText(prompt string, options *GenerateOptions) (string,
 // GenerateSpeculative is Generate with speculative decoding: the same tokens as plain decoding
 // (token for token when greedy) in fewer model passes.
 func (s *Session) GenerateSpeculative(d *Drafter, prompt []int32, options *SpecOptions) ([]int32, SpecStats, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, SpecStats{}, err
+	}
 	defer native.DeleteSpecParams(params)
 	stats := native.NewSpecStats()
 	defer native.DeleteSpecStats(stats)
@@ -100,7 +109,10 @@ func (s *Session) GenerateSpeculative(d *Drafter, prompt []int32, options *SpecO
 
 // GenerateSpeculativeText is GenerateText with speculative decoding.
 func (s *Session) GenerateSpeculativeText(d *Drafter, prompt string, options *SpecOptions) (string, SpecStats, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return "", SpecStats{}, err
+	}
 	defer native.DeleteSpecParams(params)
 	stats := native.NewSpecStats()
 	defer native.DeleteSpecStats(stats)

@@ -72,21 +72,30 @@ func startGeneration(ctx context.Context, begin func() native.Generation) (*Gene
 // Stream begins a plain generation after prompt (empty: continue the session's context); nil
 // options mean the defaults.
 func (s *Session) Stream(ctx context.Context, prompt []int32, options *GenerateOptions) (*Generation, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, err
+	}
 	defer native.DeleteGenerateParams(params)
 	return startGeneration(ctx, func() native.Generation { return s.native().Stream(prompt, params) })
 }
 
 // StreamText is Stream from a text prompt (tokenized as GenerateText does).
 func (s *Session) StreamText(ctx context.Context, prompt string, options *GenerateOptions) (*Generation, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, err
+	}
 	defer native.DeleteGenerateParams(params)
 	return startGeneration(ctx, func() native.Generation { return s.native().StreamText(prompt, params) })
 }
 
 // StreamSpeculative is Stream with speculative decoding by d: each step is one verification pass.
 func (s *Session) StreamSpeculative(ctx context.Context, d *Drafter, prompt []int32, options *SpecOptions) (*Generation, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, err
+	}
 	defer native.DeleteSpecParams(params)
 	return startGeneration(ctx, func() native.Generation {
 		return s.native().StreamSpeculative(d.native(), prompt, params)
@@ -95,7 +104,10 @@ func (s *Session) StreamSpeculative(ctx context.Context, d *Drafter, prompt []in
 
 // StreamSpeculativeText is StreamSpeculative from a text prompt.
 func (s *Session) StreamSpeculativeText(ctx context.Context, d *Drafter, prompt string, options *SpecOptions) (*Generation, error) {
-	params := options.toNative()
+	params, err := options.toNative()
+	if err != nil {
+		return nil, err
+	}
 	defer native.DeleteSpecParams(params)
 	return startGeneration(ctx, func() native.Generation {
 		return s.native().StreamSpeculativeText(d.native(), prompt, params)

@@ -205,7 +205,7 @@ func TestCorruptedStateRefused(t *testing.T) {
 
 // Struct literals name only what they change: every other field is the library's default.
 func TestStructLiteralsMeanDefaults(t *testing.T) {
-	spec := (&SpecOptions{MaxDraftNodes: 8}).toNative()
+	spec, _ := (&SpecOptions{MaxDraftNodes: 8}).toNative()
 	defer native.DeleteSpecParams(spec)
 	def := native.NewSpecParams()
 	defer native.DeleteSpecParams(def)
@@ -218,7 +218,7 @@ func TestStructLiteralsMeanDefaults(t *testing.T) {
 		t.Errorf("&SpecOptions{MaxDraftNodes: 8} is not the defaults elsewhere")
 	}
 	// The ways to ask for a real zero / off.
-	off := (&SpecOptions{TreePruneMargin: -1, NoDeferredCommit: true, FillDraftBudget: true,
+	off, _ := (&SpecOptions{TreePruneMargin: -1, NoDeferredCommit: true, FillDraftBudget: true,
 		Generate: GenerateOptions{IgnoreEOS: true}}).toNative()
 	defer native.DeleteSpecParams(off)
 	if off.GetTreePruneMargin() >= 0 || off.GetDeferredCommit() || off.GetTreeSizeFromCost() || off.GetGenerate().GetStopAtEos() {
@@ -251,7 +251,7 @@ func TestStructLiteralsMeanDefaults(t *testing.T) {
 }
 
 func specOptionsRoundTrip(o *SpecOptions) SpecOptions {
-	p := o.toNative()
+	p, _ := o.toNative()
 	defer native.DeleteSpecParams(p)
 	return SpecOptions{
 		Generate:         generateOptionsFrom(p.GetGenerate()),

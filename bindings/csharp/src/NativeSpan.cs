@@ -4,7 +4,7 @@ using System.Runtime.InteropServices;
 namespace SpecLA {
 
 /// <summary>
-/// A managed int[] handed to C as (pointer, count) for the duration of one call; matches
+/// A managed int[], float[] or byte[] handed to C as (pointer, count) for the duration of one call; matches
 /// specla_binding_span in bindings/csharp/specla_csharp.swg. The array is pinned so the garbage
 /// collector cannot move it while C reads it.
 /// </summary>
@@ -32,6 +32,19 @@ internal struct NativeSpan {
 
   public static void Unpin(GCHandle pin) {
     if (pin.IsAllocated) pin.Free();
+  }
+
+  public static GCHandle Pin(float[] values) {
+    return values == null ? default(GCHandle) : GCHandle.Alloc(values, GCHandleType.Pinned);
+  }
+
+  public static NativeSpan Of(GCHandle pin, float[] values) {
+    var span = new NativeSpan();
+    if (values != null && pin.IsAllocated) {
+      span.Data = pin.AddrOfPinnedObject();
+      span.Size = new UIntPtr((uint)values.Length);
+    }
+    return span;
   }
 
   public static NativeSpan Of(GCHandle pin, int[] values) {

@@ -39,6 +39,11 @@ public sealed class BindingTest {
     test.Run("cancellation aborts an async stream", test.CancellationAbortsAsync);
     test.Run("save, load and fork continue equally", test.SessionState);
     test.Run("a corrupted state is refused", test.CorruptedState);
+    test.Run("stop strings end the stream", test.StopStrings);
+    test.Run("VerifyTree accepts the model's own greedy chain", test.VerifyTreeGreedyChain);
+    test.Run("the stream decoder reproduces the text", test.StreamDecoderRoundTrip);
+    test.Run("log messages reach the handler", test.LogHandler);
+    test.Run("log handlers replaced while other threads log", test.LogHandlerAcrossThreads);
     if (test.failures.Count > 0) {
       Console.Error.WriteLine("{0} check(s) failed:", test.failures.Count);
       foreach (string f in test.failures) Console.Error.WriteLine("  " + f);
@@ -383,5 +388,187 @@ public sealed class BindingTest {
       other.LoadState(state);
       Check(other.NPast() == s.NPast(), "the good state after refused ones");
     }
+  }
+
+  void StopStrings() {
+    using (var model = new Model(modelDir))
+    using (var p = Greedy(MaxTokens)) {
+      string full;
+      using (var s = new Session(model)) full = s.GenerateText(Prompt, p);
+      Check(full.Length > 8, "too little text to pick a stop string from: '" + full + "'");
+      string stop = full.Substring(full.Length / 2, 3);
+      p.SetStopStrings("never appears here", stop);
+      Check(p.StopStrings.SequenceEqual(new[] { "never appears here", stop }), "StopStrings " + string.Join("|", p.StopStrings));
+      using (var s = new Session(model))
+      using (var g = s.StreamText(Prompt, p)) {
+        string streamed = string.Concat(g);
+        Check(!streamed.Contains(stop), "the stop string '" + stop + "' is in the streamed text '" + streamed + "'");
+        Check(full.StartsWith(streamed, StringComparison.Ordinal), "streamed text is not a prefix of the full text");
+        Check(g.FinishReason == FinishReason.StopString, "finish reason " + g.FinishReason);
+        Check(g.StopIndex() == 1, "stop index " + g.StopIndex());
+      }
+      p.IncludeStopString = true;
+      using (var s = new Session(model))
+      using (var g = s.StreamText(Prompt, p))
+        Check(string.Concat(g).EndsWith(stop, StringComparison.Ordinal), "IncludeStopString: the text does not end with it");
+      // Through SpecParams (a copy of the struct) the same strings apply.
+      using (var spec = new SpecParams())
+      using (var q = Greedy(MaxTokens)) {
+        spec.Generate = q;
+        spec.Generate.StopStrings = new List<string> { stop };
+        using (var s = new Session(model))
+        using (var d = new Drafter(model)) {
+          string text = s.GenerateSpeculativeText(d, Prompt, spec);
+          Check(!text.Contains(stop) && full.StartsWith(text, StringComparison.Ordinal),
+                "speculative text with a stop string: '" + text + "'");
+        }
+      }
+      using (var empty = Greedy(MaxTokens))
+      using (var s = new Session(model)) {
+        empty.SetStopStrings("");
+        SpeclaException e = ExpectFailure(Status.InvalidArgument, "an empty stop string",
+                                          () => s.StreamText(Prompt, empty).Dispose());
+        if (e != null) Check(e.Message.Contains("stop"), "empty stop string message: " + e.Message);
+      }
+      bool refused = false;
+      try {
+        p.SetStopStrings("a\0b");
+      } catch (ArgumentException) {
+        refused = true;
+      }
+      Check(refused, "a stop string with a NUL character was taken");
+      p.SetStopStrings();
+      Check(p.StopStrings.Count == 0, "clearing the stop strings");
+    }
+  }
+
+  static int ArgMax(float[] values, int offset, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (values[offset + i] > values[offset + best]) best = i;
+    return best;
+  }
+
+  void VerifyTreeGreedyChain() {
+    const int chain = 7;
+    using (var model = new Model(modelDir))
+    using (var p = Greedy(2 * chain + 2, false))
+    using (var rest = Greedy(chain, false)) {
+      int[] prompt = model.Tokenize(Prompt);
+      int[] greedy;
+      using (var s = new Session(model)) greedy = s.Generate(prompt, p);
+      Check(greedy.Length == 2 * chain + 2, "greedy made " + greedy.Length + " tokens");
+      int[] tokens = greedy.Take(chain).ToArray();
+      int[] parents = Enumerable.Range(-1, chain).ToArray();
+      int vocab = model.Info().VocabSize;
+      using (var s = new Session(model)) {
+        s.Eval(prompt);
+        TreeVerification v = s.VerifyTree(tokens, parents, deferredCommit: true, wantNodeLogits: true);
+        Check(v.AcceptedNodes.SequenceEqual(Enumerable.Range(0, chain)), "accepted " + string.Join(",", v.AcceptedNodes));
+        Check(v.BonusToken == greedy[chain], "bonus " + v.BonusToken + " != greedy " + greedy[chain]);
+        float[] logits = v.NodeLogits;
+        Check(logits != null && logits.Length == chain * vocab, "node logits length");
+        if (logits != null && logits.Length == chain * vocab)
+          for (int i = 0; i + 1 < chain; ++i)
+            Check(ArgMax(logits, i * vocab, vocab) == tokens[i + 1], "node " + i + "'s logits do not pick the next token");
+        // Decoding goes on from the bonus token exactly as plain greedy decoding does.
+        int[] continued = s.Generate(new int[0], rest);
+        int[] expected = greedy.Skip(chain + 1).Take(chain).ToArray();
+        Check(continued.SequenceEqual(expected),
+              "continued " + string.Join(",", continued) + " != greedy " + string.Join(",", expected));
+        Check(s.VerifyTree(new int[0], new int[0]).AcceptedNodes.Length == 0, "an empty tree");
+        SpeclaException e = ExpectFailure(Status.InvalidArgument, "a bad parent index",
+                                          () => s.VerifyTree(new[] { tokens[0], tokens[1] }, new[] { -1, 5 }));
+        if (e != null) Check(e.Message.Contains("parent 5"), "bad-parent message: " + e.Message);
+        ExpectFailure(Status.InvalidArgument, "parents of another length",
+                      () => s.VerifyTree(new[] { tokens[0] }, new[] { -1, 0 }));
+      }
+    }
+  }
+
+  void StreamDecoderRoundTrip() {
+    string text = "def f(x):\n    return \"h\u00e9llo \u2713 \U0001F642\"\n";
+    using (var model = new Model(modelDir)) {
+      int[] ids = model.Tokenize(text, false, false);
+      var decoder = new StreamDecoder(model, false);
+      var decoded = new System.Text.StringBuilder();
+      foreach (int id in ids) decoded.Append(decoder.Push(id));
+      decoded.Append(decoder.Flush());
+      Check(decoded.ToString() == text, "decoded '" + decoded + "'");
+      ExpectFailure(Status.TokenOutOfRange, "an out-of-range id", () => decoder.Push(-1));
+      decoder.Dispose();
+      decoder.Dispose();  // idempotent
+      bool threw = false;
+      try {
+        decoder.Push(ids[0]);
+      } catch (ObjectDisposedException) {
+        threw = true;
+      }
+      Check(threw, "a disposed decoder did not throw ObjectDisposedException");
+    }
+  }
+
+  void LogHandler() {
+    var received = new List<string>();
+    bool nestedRefused = false;
+    Logging.SetHandler((level, message) => {
+      lock (received) received.Add(level + " " + message);
+      try {
+        Logging.RemoveHandler();
+      } catch (InvalidOperationException) {
+        nestedRefused = true;
+      }
+    }, LogLevel.Info);
+    // More threads than this machine has CPUs: accepted, with a warning through the log.
+    using (var many = new ModelParams()) {
+      many.NThreads = Specla.LIMIT_THREADS;
+      new Model(modelDir, many).Dispose();
+      lock (received)
+        Check(received.Any(m => m.StartsWith("Warn ") && m.Contains("n_threads")),
+              "no n_threads warning among " + string.Join(" | ", received));
+      Check(nestedRefused, "replacing the handler from inside it was not refused");
+      // Replaced, then removed: neither hears anything more.
+      int before = received.Count;
+      var second = new List<string>();
+      Logging.SetHandler((level, message) => { lock (second) second.Add(message); }, LogLevel.Warn);
+      new Model(modelDir, many).Dispose();
+      Logging.RemoveHandler();
+      Check(received.Count == before, "the replaced handler was called");
+      Check(second.Count >= 1 && second[0].Contains("n_threads"), "the second handler got " + string.Join(" | ", second));
+      int kept = second.Count;
+      new Model(modelDir, many).Dispose();
+      Check(second.Count == kept, "the removed handler was called");
+    }
+  }
+
+  // Threads log while the handler is replaced over and over: every message reaches exactly one of
+  // the installed handlers, and nothing breaks.
+  void LogHandlerAcrossThreads() {
+    const int loaders = 3, loads = 4;
+    int heard = 0;
+    Action<LogLevel, string> handler = (level, message) => {
+      if (message.Contains("n_threads")) Interlocked.Increment(ref heard);
+    };
+    var errors = new List<Exception>();
+    Logging.SetHandler(handler, LogLevel.Warn);
+    var threads = new Thread[loaders];
+    for (int t = 0; t < loaders; ++t) {
+      threads[t] = new Thread(() => {
+        try {
+          using (var many = new ModelParams()) {
+            many.NThreads = Specla.LIMIT_THREADS;
+            for (int i = 0; i < loads; ++i) new Model(modelDir, many).Dispose();
+          }
+        } catch (Exception e) {
+          lock (errors) errors.Add(e);
+        }
+      });
+      threads[t].Start();
+    }
+    for (int i = 0; i < 50; ++i) Logging.SetHandler(handler, LogLevel.Warn);
+    foreach (Thread t in threads) t.Join();
+    Logging.RemoveHandler();
+    Check(errors.Count == 0, "a loading thread failed: " + string.Join(" | ", errors));
+    Check(heard == loaders * loads, "heard " + heard + " of " + loaders * loads + " warnings");
   }
 }

@@ -10,7 +10,10 @@ import org.specla.FinishReason;
 import org.specla.Generation;
 import org.specla.GenerateParams;
 import org.specla.Model;
+import org.specla.LogLevel;
+import org.specla.Logging;
 import org.specla.ModelInfo;
+import org.specla.ModelParams;
 import org.specla.Session;
 import org.specla.SessionMemory;
 import org.specla.SpecParams;
@@ -18,6 +21,8 @@ import org.specla.SpecStats;
 import org.specla.Specla;
 import org.specla.SpeclaException;
 import org.specla.Status;
+import org.specla.StreamDecoder;
+import org.specla.TreeVerification;
 
 /**
  * Checks the Java binding against a real model: version, error mapping, closed handles,
@@ -55,6 +60,11 @@ public final class BindingTest {
     test.run("thread interruption aborts", test::interruptionAborts);
     test.run("save, load and fork continue equally", test::sessionState);
     test.run("a corrupted state is refused", test::corruptedState);
+    test.run("stop strings end the stream", test::stopStrings);
+    test.run("verifyTree accepts the model's own greedy chain", test::verifyTreeGreedyChain);
+    test.run("the stream decoder reproduces the text", test::streamDecoder);
+    test.run("log messages reach the handler", test::logHandler);
+    test.run("log handlers replaced while other threads log", test::logHandlerAcrossThreads);
     if (!test.failures.isEmpty()) {
       System.err.println(test.failures.size() + " check(s) failed:");
       for (String f : test.failures) System.err.println("  " + f);
@@ -402,5 +412,193 @@ public final class BindingTest {
         check(other.nPast() == s.nPast(), "the good state after refused ones");
       }
     }
+  }
+
+  private void stopStrings() {
+    try (Model model = new Model(modelDir)) {
+      String full;
+      try (Session s = new Session(model)) {
+        full = s.generateText(PROMPT, greedy(MAX_TOKENS));
+      }
+      check(full.length() > 8, "too little text to pick a stop string from: '" + full + "'");
+      String stop = full.substring(full.length() / 2, full.length() / 2 + 3);
+      GenerateParams p = greedy(MAX_TOKENS);
+      p.setStopStrings("never appears here", stop);
+      check(p.getStopStrings().equals(Arrays.asList("never appears here", stop)), "getStopStrings " + p.getStopStrings());
+      try (Session s = new Session(model);
+          Generation g = s.streamText(PROMPT, p)) {
+        String streamed = concat(g);
+        check(!streamed.contains(stop), "the stop string '" + stop + "' is in the streamed text '" + streamed + "'");
+        check(full.startsWith(streamed), "streamed text is not a prefix of the full text");
+        check(g.finishReason() == FinishReason.STOP_STRING, "finish reason " + g.finishReason());
+        check(g.stopIndex() == 1, "stop index " + g.stopIndex());
+      }
+      p.setIncludeStopString(true);
+      try (Session s = new Session(model);
+          Generation g = s.streamText(PROMPT, p)) {
+        check(concat(g).endsWith(stop), "includeStopString: the text does not end with the stop string");
+      }
+      // Through SpecParams (a copy of the struct) the same strings apply.
+      SpecParams spec = new SpecParams();
+      spec.setGenerate(greedy(MAX_TOKENS));
+      spec.getGenerate().setStopStrings(Arrays.asList(stop));
+      try (Session s = new Session(model);
+          Drafter d = new Drafter(model)) {
+        String text = s.generateSpeculativeText(d, PROMPT, spec);
+        check(!text.contains(stop) && full.startsWith(text), "speculative text with a stop string: '" + text + "'");
+      }
+      GenerateParams empty = greedy(MAX_TOKENS);
+      empty.setStopStrings("");
+      try (Session s = new Session(model)) {
+        SpeclaException e = expectFailure(Status.INVALID_ARGUMENT, "an empty stop string", () -> s.streamText(PROMPT, empty).close());
+        if (e != null) check(e.getMessage().contains("stop"), "empty stop string message: " + e.getMessage());
+      }
+      boolean refused = false;
+      try {
+        p.setStopStrings("a\u0000b");
+      } catch (IllegalArgumentException e) {
+        refused = true;
+      }
+      check(refused, "a stop string with a NUL character was taken");
+      p.setStopStrings();
+      check(p.getStopStrings().isEmpty(), "clearing the stop strings");
+    }
+  }
+
+  private static int argmax(float[] values, int offset, int n) {
+    int best = 0;
+    for (int i = 1; i < n; ++i)
+      if (values[offset + i] > values[offset + best]) best = i;
+    return best;
+  }
+
+  private void verifyTreeGreedyChain() {
+    final int chain = 7;
+    try (Model model = new Model(modelDir)) {
+      int[] prompt = model.tokenize(PROMPT);
+      GenerateParams p = greedy(2 * chain + 2);
+      p.setStopAtEos(false);
+      int[] greedyTokens;
+      try (Session s = new Session(model)) {
+        greedyTokens = s.generate(prompt, p);
+      }
+      check(greedyTokens.length == 2 * chain + 2, "greedy made " + greedyTokens.length + " tokens");
+      int[] tokens = Arrays.copyOf(greedyTokens, chain);
+      int[] parents = new int[chain];
+      for (int i = 0; i < chain; ++i) parents[i] = i - 1;
+      int vocab = model.info().getVocabSize();
+      try (Session s = new Session(model)) {
+        s.eval(prompt);
+        TreeVerification v = s.verifyTree(tokens, parents, null, null, true, true);
+        int[] expectedPath = new int[chain];
+        for (int i = 0; i < chain; ++i) expectedPath[i] = i;
+        check(Arrays.equals(v.acceptedNodes(), expectedPath), "accepted " + Arrays.toString(v.acceptedNodes()));
+        check(v.bonusToken() == greedyTokens[chain], "bonus " + v.bonusToken() + " != greedy " + greedyTokens[chain]);
+        float[] logits = v.nodeLogits();
+        check(logits != null && logits.length == chain * vocab, "node logits length");
+        if (logits != null && logits.length == chain * vocab)
+          for (int i = 0; i + 1 < chain; ++i)
+            check(argmax(logits, i * vocab, vocab) == tokens[i + 1], "node " + i + "'s logits do not pick the next token");
+        // Decoding goes on from the bonus token exactly as plain greedy decoding does.
+        GenerateParams rest = greedy(chain);
+        rest.setStopAtEos(false);
+        int[] continued = s.generate(new int[0], rest);
+        int[] expectedRest = Arrays.copyOfRange(greedyTokens, chain + 1, 2 * chain + 1);
+        check(Arrays.equals(continued, expectedRest),
+            "continued " + Arrays.toString(continued) + " != greedy " + Arrays.toString(expectedRest));
+        check(s.verifyTree(new int[0], new int[0]).acceptedNodes().length == 0, "an empty tree");
+        SpeclaException e = expectFailure(Status.INVALID_ARGUMENT, "a bad parent index",
+            () -> s.verifyTree(new int[] {tokens[0], tokens[1]}, new int[] {-1, 5}));
+        if (e != null) check(e.getMessage().contains("parent 5"), "bad-parent message: " + e.getMessage());
+        expectFailure(Status.INVALID_ARGUMENT, "parents of another length",
+            () -> s.verifyTree(new int[] {tokens[0]}, new int[] {-1, 0}));
+      }
+    }
+  }
+
+  private void streamDecoder() {
+    String text = "def f(x):\n    return \"h\u00e9llo \u2713 \ud83d\ude42\"\n";
+    try (Model model = new Model(modelDir)) {
+      int[] ids = model.tokenize(text, false, false);
+      StreamDecoder decoder = new StreamDecoder(model, false);
+      StringBuilder decoded = new StringBuilder();
+      for (int id : ids) decoded.append(decoder.push(id));
+      decoded.append(decoder.flush());
+      check(decoded.toString().equals(text), "decoded '" + decoded + "'");
+      expectFailure(Status.TOKEN_OUT_OF_RANGE, "an out-of-range id", () -> decoder.push(-1));
+      decoder.close();
+      decoder.close(); // idempotent
+      boolean threw = false;
+      try {
+        decoder.push(ids[0]);
+      } catch (IllegalStateException e) {
+        threw = true;
+      }
+      check(threw, "a closed decoder did not throw IllegalStateException");
+    }
+  }
+
+  private void logHandler() {
+    List<String> received = java.util.Collections.synchronizedList(new ArrayList<>());
+    boolean[] nestedRefused = new boolean[1];
+    Logging.setHandler((level, message) -> {
+      received.add(level + " " + message);
+      try {
+        Logging.removeHandler();
+      } catch (IllegalStateException e) {
+        nestedRefused[0] = true;
+      }
+    }, LogLevel.INFO);
+    // More threads than this machine has CPUs: accepted, with a warning through the log.
+    ModelParams many = new ModelParams();
+    many.setNThreads(Specla.LIMIT_THREADS);
+    new Model(modelDir, many).close();
+    boolean warned = false;
+    synchronized (received) {
+      for (String m : received) warned |= m.startsWith("WARN ") && m.contains("n_threads");
+    }
+    check(warned, "no n_threads warning among " + received);
+    check(nestedRefused[0], "replacing the handler from inside it was not refused");
+    // Replaced, then removed: the first handler hears nothing more.
+    int before = received.size();
+    List<String> second = java.util.Collections.synchronizedList(new ArrayList<>());
+    Logging.setHandler((level, message) -> second.add(message), LogLevel.WARN);
+    new Model(modelDir, many).close();
+    Logging.removeHandler();
+    check(received.size() == before, "the replaced handler was called");
+    check(second.size() >= 1 && second.get(0).contains("n_threads"), "the second handler got " + second);
+    int kept = second.size();
+    new Model(modelDir, many).close();
+    check(second.size() == kept, "the removed handler was called");
+  }
+
+  // Threads log while the handler is replaced and removed over and over: every message reaches
+  // the handler installed at the time or the default, and nothing breaks.
+  private void logHandlerAcrossThreads() {
+    ModelParams many = new ModelParams();
+    many.setNThreads(Specla.LIMIT_THREADS);
+    java.util.concurrent.atomic.AtomicInteger heard = new java.util.concurrent.atomic.AtomicInteger();
+    List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+    Logging.setHandler((level, message) -> heard.incrementAndGet(), LogLevel.WARN);
+    Thread[] loaders = new Thread[3];
+    for (int t = 0; t < loaders.length; ++t) {
+      loaders[t] = new Thread(() -> {
+        try {
+          for (int i = 0; i < 4; ++i) new Model(modelDir, many).close();
+        } catch (Throwable e) {
+          errors.add(e);
+        }
+      });
+      loaders[t].start();
+    }
+    for (int i = 0; i < 50; ++i) Logging.setHandler((level, message) -> heard.incrementAndGet(), LogLevel.WARN);
+    try {
+      for (Thread loader : loaders) loader.join();
+    } catch (InterruptedException e) {
+      throw new RuntimeException(e);
+    }
+    Logging.removeHandler();
+    check(errors.isEmpty(), "a loading thread failed: " + errors);
+    check(heard.get() == 3 * 4, "heard " + heard.get() + " of " + 3 * 4 + " warnings");
   }
 }
