@@ -203,7 +203,9 @@ class Engine:
                 running.abort()
 
     def _work(self, slot: _Slot, spec: GenerationSpec, running: _Running, put, release) -> None:
-        """The worker thread: one generation on the slot's session."""
+        """The worker thread: one generation on the slot's session. The slot goes back before
+        the last item is handed over, so a client that has its answer finds its slot free."""
+        last: _Item
         try:
             slot.session.reset()
             ts = specla.stream(slot.session, spec.prompt_ids, max_tokens=spec.max_tokens,
@@ -221,10 +223,10 @@ class Engine:
             assert result is not None
             reason = {"eos": "stop", "stop": "stop"}.get(result.finish_reason,
                                                           result.finish_reason)
-            put(Finished(result.text, reason, result.prompt_tokens, len(result.tokens),
-                         result.spec_stats))
+            last = Finished(result.text, reason, result.prompt_tokens, len(result.tokens),
+                            result.spec_stats)
         except BaseException as e:  # noqa: BLE001 - handed to the request's coroutine
-            put(e)
+            last = e
         finally:
             try:
                 slot.session.reset()
@@ -233,6 +235,7 @@ class Engine:
             with self._pool_lock:
                 self._threads.discard(threading.current_thread())
             release()
+        put(last)
 
     # ---- shutdown ----
     def abort_all(self) -> None:
