@@ -330,13 +330,22 @@ def test_disconnect_frees_the_slot_and_full_queue_is_429(model: specla.Model) ->
         s.stop()
 
 
-def test_non_streaming_disconnect_frees_the_slot(model: specla.Model) -> None:
-    s = LiveServer(Engine(model, slots=1, queue=0, speculative=False), Limits(64, 100000))
-    try:
-        with httpx.Client(base_url=s.url, timeout=0.5) as leaving:
+def test_non_streaming_disconnect_frees_the_slot_and_the_queue_place(
+        model: specla.Model) -> None:
+    s = LiveServer(Engine(model, slots=1, queue=1, speculative=False), Limits(64, 100000))
+    endless = {"prompt": "def f():", "max_tokens": 100000, "ignore_eos": True}
+
+    def leave_after(timeout: float) -> None:
+        with httpx.Client(base_url=s.url, timeout=timeout) as leaving:
             with pytest.raises(httpx.ReadTimeout):
-                leaving.post("/v1/completions", json={"prompt": "def f():", "max_tokens": 100000,
-                                                      "ignore_eos": True})
+                leaving.post("/v1/completions", json=endless)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            running = pool.submit(leave_after, 1.5)
+            _wait(lambda: s.health()["free_slots"] == 0, "the first request runs")
+            leave_after(0.3)  # leaves while waiting in the queue
+            _wait(lambda: s.health()["queued"] == 0, "the queue place comes back")
+            running.result()
         _wait(lambda: s.health()["free_slots"] == 1, "the slot comes back")
     finally:
         s.stop()

@@ -56,6 +56,21 @@ async def _until_disconnected(request: Request) -> None:
         pass
 
 
+async def _unless_disconnected(request: Request, task: "asyncio.Future") -> bool:
+    """Wait for ``task``; when the client disconnects first, cancel it (which aborts its
+    generation) and return False."""
+    gone = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if task.done():
+        return True
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)  # its generation is aborted by now
+    return False
+
+
 class _Endpoint:
     """What differs between completions and chat completions: the object names and how a
     piece of text sits in a choice."""
@@ -191,26 +206,24 @@ class Server:
     async def _respond(self, request: Request, req: SamplingRequest, spec: GenerationSpec,
                        kind: _Endpoint) -> Response:
         gen = self.engine.generate(spec)
+        # Admission (a wait in the queue, or a refusal) happens at the first item.
+        first = asyncio.ensure_future(gen.__anext__())
+        if not await _unless_disconnected(request, first):
+            await gen.aclose()
+            return Response(status_code=499)  # nobody reads it: the client left while waiting
         try:
-            first = await gen.__anext__()  # admission (and its refusal) happens here
-        except BaseException as e:
+            item = first.result()
+        except BaseException as e:  # noqa: BLE001 - answered as an error body
             await gen.aclose()
             return error_response(_generation_error(e))
         meta = {"id": kind.id_prefix + uuid.uuid4().hex, "created": int(time.time()),
                 "model": self.engine.model_name}
         if req.stream:
-            return StreamingResponse(self._events(gen, first, req, kind, meta),
+            return StreamingResponse(self._events(gen, item, req, kind, meta),
                                      media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        collect = asyncio.ensure_future(_collect(gen, first))
-        gone = asyncio.ensure_future(_until_disconnected(request))
-        try:
-            await asyncio.wait({collect, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            gone.cancel()
-            if not collect.done():  # the client left: abort the generation
-                collect.cancel()
-        if collect.cancelled():
+        collect = asyncio.ensure_future(_collect(gen, item))
+        if not await _unless_disconnected(request, collect):
             return Response(status_code=499)
         try:
             text, finished = collect.result()
