@@ -6,7 +6,7 @@ per concurrency level: requests/s, time to first token p50/p95, tokens/s per req
 whole request, and after the first token) and in all.
 
     python3 bench/bench_server.py --model models/gdn-pycode-22m --concurrency 1,2,4 \\
-        [--requests 16] [--max-tokens 64] [--slots 4] [--no-speculative] [--json]
+        [--requests 16] [--max-tokens 64] [--slots 4] [--no-speculative] [--stop-at-eos] [--json]
     python3 bench/bench_server.py --url http://127.0.0.1:8000 --concurrency 4
 
 With --model it starts `python -m specla.server` on a free port of 127.0.0.1 (the package from
@@ -43,12 +43,14 @@ def percentile(values: List[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
-def one_request(client: httpx.Client, prompt: str, max_tokens: int) -> Dict[str, float]:
+def one_request(client: httpx.Client, prompt: str, max_tokens: int,
+                ignore_eos: bool = True) -> Dict[str, float]:
     """One streaming completion: seconds to the first text, in all, and the tokens made."""
     t0 = time.perf_counter()
     first: Optional[float] = None
     usage = None
-    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True}
+    body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True,
+            "ignore_eos": ignore_eos}
     with client.stream("POST", "/v1/completions", json=body) as r:
         if r.status_code != 200:
             raise RuntimeError(f"HTTP {r.status_code}: {r.read().decode()}")
@@ -68,11 +70,12 @@ def one_request(client: httpx.Client, prompt: str, max_tokens: int) -> Dict[str,
 
 
 def run_level(url: str, prompts: List[str], concurrency: int, requests: int,
-              max_tokens: int) -> Dict[str, float]:
+              max_tokens: int, ignore_eos: bool) -> Dict[str, float]:
     clients = [httpx.Client(base_url=url, timeout=600) for _ in range(concurrency)]
     try:
         def work(i: int) -> Dict[str, float]:
-            return one_request(clients[i % concurrency], prompts[i % len(prompts)], max_tokens)
+            return one_request(clients[i % concurrency], prompts[i % len(prompts)], max_tokens,
+                               ignore_eos)
         t0 = time.perf_counter()
         with ThreadPoolExecutor(concurrency) as pool:
             results = list(pool.map(work, range(requests)))
@@ -148,6 +151,9 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=0, help="with --model: threads per request")
     p.add_argument("--no-speculative", dest="speculative", action="store_false",
                    help="with --model: plain decoding")
+    p.add_argument("--stop-at-eos", action="store_true",
+                   help="let requests end at EOS (by default each makes exactly --max-tokens "
+                   "tokens, so that every level does the same work)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = p.parse_args()
     args.concurrency_levels = [int(c) for c in args.concurrency.split(",")]
@@ -162,16 +168,16 @@ def main() -> int:
         proc, url = start_server(args)
     try:
         one_request(httpx.Client(base_url=url, timeout=600), prompts[0], 4)  # warm-up
-        levels = [run_level(url, prompts, c, args.requests, args.max_tokens)
-                  for c in args.concurrency_levels]
+        levels = [run_level(url, prompts, c, args.requests, args.max_tokens,
+                            not args.stop_at_eos) for c in args.concurrency_levels]
         health = httpx.get(url + "/health").json()
     finally:
         if proc is not None:
             proc.terminate()
             proc.wait(30)
     if args.json:
-        print(json.dumps({"server": health, "max_tokens": args.max_tokens, "levels": levels},
-                         indent=2))
+        print(json.dumps({"server": health, "max_tokens": args.max_tokens,
+                          "stop_at_eos": args.stop_at_eos, "levels": levels}, indent=2))
         return 0
     print(f"server: {health.get('model')} slots={health.get('slots')} "
           f"speculative={health.get('speculative')}  max_tokens={args.max_tokens}")

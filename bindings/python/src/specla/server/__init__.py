@@ -10,17 +10,28 @@ waiting; speculative decoding with the prompt-lookup drafter is on unless
 """
 from __future__ import annotations
 
-try:
-    import jinja2  # noqa: F401
-    import starlette  # noqa: F401
-    import uvicorn  # noqa: F401
-except ImportError as e:  # pragma: no cover - depends on the installation
-    raise ImportError(f"specla.server needs the server extra ({e.name} is missing): "
-                      f"pip install 'specla[server]'") from e
+import importlib
+from typing import Any
 
-from .app import create_app
-from .chat_template import ChatTemplate
-from .engine import Engine
-from .protocol import Limits
+# Where each public name lives; imported on first use (PEP 562), so that the command line's
+# --help and a clear message about a missing extra come before Starlette or uvicorn is needed.
+_EXPORTS = {"create_app": "app", "ChatTemplate": "chat_template", "Engine": "engine",
+            "Limits": "protocol"}
+__all__ = list(_EXPORTS)
 
-__all__ = ["create_app", "ChatTemplate", "Engine", "Limits"]
+
+def require_extra() -> None:
+    """Raise ImportError with the install command when the server extra is missing."""
+    for name in ("starlette", "uvicorn", "jinja2"):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise ImportError(f"specla.server needs the server extra ({name} is missing): "
+                              f"pip install 'specla[server]'") from e
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'specla.server' has no attribute {name!r}")
+    require_extra()
+    return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)

@@ -50,14 +50,17 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def main(argv: Optional[List[str]] = None) -> int:
     args = parse_args(argv)
+    from . import require_extra
     try:
-        import uvicorn
-
-        from . import ChatTemplate, Engine, Limits, create_app
+        require_extra()
     except ImportError as e:
         print(f"specla-server: {e}", file=sys.stderr)
         return 2
+    import uvicorn
+
     import specla
+
+    from . import ChatTemplate, Engine, Limits, create_app
 
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.slots)
     try:
