@@ -6,7 +6,6 @@ answered 429, and the command line's chat template and graceful shutdown."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -362,10 +361,9 @@ def test_command_line_chat_and_graceful_shutdown(tmp_path: Path) -> None:
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    env = dict(os.environ)
     proc = subprocess.Popen([sys.executable, "-m", "specla.server", "--model", str(folder),
-                             "--port", str(port), "--slots", "2", "--threads", "1", "--max-tokens", "100000",
-                             "--log-level", "warning"], env=env,
+                             "--port", str(port), "--slots", "2", "--threads", "1",
+                             "--max-tokens", "100000", "--log-level", "warning"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}"
