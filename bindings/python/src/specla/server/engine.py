@@ -68,6 +68,13 @@ class _Running:
                 self.stream.abort()
 
 
+def _close_slots(slots: List[_Slot]) -> None:
+    for slot in slots:
+        slot.session.close()
+        if slot.drafter is not None:
+            slot.drafter.close()
+
+
 # The worker thread's items on the queue to the event loop: text pieces, then one Finished or
 # one exception.
 _Item = Union[str, Finished, BaseException]
@@ -95,9 +102,18 @@ class Engine:
         self.speculative = speculative
         self._owns_model = owns_model
         self._free: List[_Slot] = []
-        for _ in range(slots):
-            drafter = specla.Drafter.prompt_lookup(model) if speculative else None
-            self._free.append(_Slot(specla.Session(model), drafter))
+        try:
+            for _ in range(slots):
+                drafter = specla.Drafter.prompt_lookup(model) if speculative else None
+                try:
+                    self._free.append(_Slot(specla.Session(model), drafter))
+                except BaseException:
+                    if drafter is not None:
+                        drafter.close()
+                    raise
+        except BaseException:  # out of memory at slot k: free the k-1 made
+            _close_slots(self._free)
+            raise
         self._pool_lock = threading.Lock()
         self._sem: Optional[asyncio.Semaphore] = None  # made on the event loop's thread
         self._waiting = 0
@@ -257,10 +273,7 @@ class Engine:
         for thread in threads:
             thread.join(timeout)
         with self._pool_lock:
-            for slot in self._free:
-                slot.session.close()
-                if slot.drafter is not None:
-                    slot.drafter.close()
+            _close_slots(self._free)
             self._free.clear()
         if self._owns_model:
             self.model.close()
