@@ -351,7 +351,8 @@ def test_non_streaming_disconnect_frees_the_slot_and_the_queue_place(
 
 
 # ---- the command line ----
-def test_command_line_chat_and_graceful_shutdown(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_command_line_chat_and_graceful_shutdown(tmp_path: Path, sig: int) -> None:
     folder = tmp_path / "pycode-chat"  # the demo checkpoint with a chat template
     folder.mkdir()
     for f in PYCODE.iterdir():
@@ -386,7 +387,7 @@ def test_command_line_chat_and_graceful_shutdown(tmp_path: Path) -> None:
                 assert r.status_code == 200
                 lines = r.iter_lines()
                 next(lines)
-                proc.send_signal(signal.SIGTERM)  # mid-generation
+                proc.send_signal(sig)  # mid-generation
                 rest = [line for line in lines if line]
         assert rest[-1] == "data: [DONE]" and "shutting down" in rest[-2]
         assert proc.wait(20) == 0
