@@ -52,3 +52,9 @@ with tempfile.TemporaryDirectory(prefix="specla-pip-") as tmp:
     what = "libspecla built from the repository" if full else "the build tree's libspecla packaged"
     print(f"pip install ({what}) took {time.monotonic() - t0:.0f} s")
     subprocess.run([str(python), "-c", SMOKE], check=True, env=env, cwd=tmp)
+    # The server's console script is installed with the package (its options parse before the
+    # server extra is imported, so this holds without it too).
+    out = subprocess.run([str(venv / "bin" / "specla-server"), "--help"], check=True, env=env,
+                         cwd=tmp, capture_output=True, text=True).stdout
+    assert "--slots" in out and "--model" in out, out
+    print("specla-server is installed")

@@ -1,0 +1,216 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The OpenAI request bodies the server accepts, checked field by field, and its error bodies.
+
+Every refusal is an :class:`APIError` carrying the HTTP status and the OpenAI error object
+(``{"error": {"message", "type", "param", "code"}}``), so a client sees which field was wrong
+and why, never a stack trace.
+"""
+from __future__ import annotations
+
+import math
+import secrets
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional
+
+# The sampling seed is the library's uint64, whose largest value means "random".
+_SEED_LIMIT = 2**64 - 1
+MAX_STOP_STRINGS = 16
+
+
+class APIError(Exception):
+    """A request the server refuses, with the OpenAI error body it answers."""
+
+    def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
+                 param: Optional[str] = None, code: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> Dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param,
+                          "code": self.code}}
+
+
+def invalid(param: str, message: str, code: str = "invalid_value") -> APIError:
+    return APIError(400, f"{param}: {message}", param=param, code=code)
+
+
+@dataclass
+class Limits:
+    """What the server allows one request."""
+    max_prompt_tokens: int
+    max_tokens: int
+
+
+@dataclass
+class SamplingRequest:
+    """The fields the two generation endpoints share, checked."""
+    model: Optional[str]
+    max_tokens: Optional[int]  # None: the endpoint's default
+    temperature: float
+    top_p: float
+    seed: int
+    stop: List[str]
+    stream: bool
+    include_usage: bool
+    stop_at_eos: bool
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _int(body: Dict[str, Any], name: str, lo: int, hi: int) -> Optional[int]:
+    value = body.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(name, f"must be an integer, not {_type_name(value)}", "invalid_type")
+    if not lo <= value <= hi:
+        raise invalid(name, f"must be in [{lo}, {hi}], not {value}")
+    return value
+
+
+def _number(body: Dict[str, Any], name: str, default: float, lo: float, hi: float,
+            lo_open: bool = False) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise invalid(name, f"must be a number, not {_type_name(value)}", "invalid_type")
+    value = float(value)
+    below = value <= lo if lo_open else value < lo
+    if not math.isfinite(value) or below or value > hi:
+        interval = f"{'(' if lo_open else '['}{lo:g}, {hi:g}]"
+        raise invalid(name, f"must be in {interval}, not {value:g}")
+    return value
+
+
+def _bool(body: Dict[str, Any], name: str, default: bool) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise invalid(name, f"must be a boolean, not {_type_name(value)}", "invalid_type")
+    return value
+
+
+def _stop(body: Dict[str, Any]) -> List[str]:
+    value = body.get("stop")
+    if value is None:
+        return []
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+        raise invalid("stop", "must be a string or a list of strings", "invalid_type")
+    if len(stops) > MAX_STOP_STRINGS:
+        raise invalid("stop", f"at most {MAX_STOP_STRINGS} stop strings, not {len(stops)}")
+    for s in stops:
+        if not s:
+            raise invalid("stop", "stop strings must not be empty")
+        if "\0" in s:
+            raise invalid("stop", "stop strings must not contain a NUL character")
+    return stops
+
+
+def check_body(body: Any) -> Dict[str, Any]:
+    if not isinstance(body, dict):
+        raise APIError(400, f"the request body must be a JSON object, not {_type_name(body)}",
+                       code="invalid_type")
+    return body
+
+
+def sampling_request(body: Dict[str, Any], limits: Limits) -> SamplingRequest:
+    """The shared fields; refuses the OpenAI fields the engine cannot honour."""
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise invalid("model", f"must be a string, not {_type_name(model)}", "invalid_type")
+    n = _int(body, "n", 1, 2**31)
+    if n is not None and n != 1:
+        raise invalid("n", f"only n = 1 is supported (one completion per request), not {n}",
+                      "unsupported_value")
+    for name in ("logprobs", "top_logprobs"):
+        value = body.get(name)
+        if value is not None and value is not False:
+            raise invalid(name, "log probabilities are not available: the SpecLA engine does "
+                          "not report them yet", "unsupported_value")
+    if body.get("best_of") not in (None, 1):
+        raise invalid("best_of", "only best_of = 1 is supported", "unsupported_value")
+    if body.get("echo") not in (None, False):
+        raise invalid("echo", "echo is not supported", "unsupported_value")
+    if body.get("suffix") is not None:
+        raise invalid("suffix", "suffix (fill in the middle) is not supported",
+                      "unsupported_value")
+    max_tokens = _int(body, "max_tokens", 1, limits.max_tokens)
+    if "max_completion_tokens" in body and body["max_completion_tokens"] is not None:
+        max_tokens = _int(body, "max_completion_tokens", 1, limits.max_tokens)
+    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
+    top_p = _number(body, "top_p", 1.0, 0.0, 1.0, lo_open=True)
+    seed = _int(body, "seed", 0, _SEED_LIMIT - 1)
+    if seed is None:
+        seed = secrets.randbelow(_SEED_LIMIT)
+    stream = _bool(body, "stream", False)
+    options = body.get("stream_options")
+    include_usage = False
+    if options is not None:
+        if not isinstance(options, dict):
+            raise invalid("stream_options", "must be an object", "invalid_type")
+        include_usage = _bool(options, "include_usage", False)
+    # An extension (vLLM spells it the same): keep generating after the end-of-text token.
+    stop_at_eos = not _bool(body, "ignore_eos", False)
+    return SamplingRequest(model, max_tokens, temperature, top_p, seed, _stop(body), stream,
+                           include_usage, stop_at_eos)
+
+
+def completion_prompt(body: Dict[str, Any]):
+    """The completions prompt: a string, a list of one string, or a list of token ids."""
+    prompt = body.get("prompt")
+    if prompt is None:
+        raise invalid("prompt", "is required", "missing_field")
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list):
+        if len(prompt) == 1 and isinstance(prompt[0], str):
+            return prompt[0]
+        if prompt and all(isinstance(p, str) for p in prompt):
+            raise invalid("prompt", f"a list of {len(prompt)} prompts: batched prompts are not "
+                          "supported, send one request per prompt", "unsupported_value")
+        if prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return list(prompt)
+    raise invalid("prompt", "must be a string, a list of one string, or a non-empty list of "
+                  "token ids", "invalid_type")
+
+
+def chat_messages(body: Dict[str, Any]) -> List[Dict[str, Any]]:
+    messages = body.get("messages")
+    if messages is None:
+        raise invalid("messages", "is required", "missing_field")
+    if not isinstance(messages, list) or not messages:
+        raise invalid("messages", "must be a non-empty list of messages", "invalid_type")
+    out = []
+    for i, m in enumerate(messages):
+        where = f"messages[{i}]"
+        if not isinstance(m, dict):
+            raise invalid(where, "must be an object with role and content", "invalid_type")
+        role = m.get("role")
+        if not isinstance(role, str) or not role:
+            raise invalid(f"{where}.role", "must be a non-empty string", "invalid_type")
+        content = m.get("content")
+        if isinstance(content, list):  # content parts: text only
+            texts = []
+            for part in content:
+                if not (isinstance(part, dict) and part.get("type") == "text"
+                        and isinstance(part.get("text"), str)):
+                    raise invalid(f"{where}.content", "only text content parts are supported",
+                                  "unsupported_value")
+                texts.append(part["text"])
+            content = "".join(texts)
+        elif content is None:
+            content = ""
+        elif not isinstance(content, str):
+            raise invalid(f"{where}.content", f"must be a string, not {_type_name(content)}",
+                          "invalid_type")
+        out.append({**m, "role": role, "content": content})
+    return out
