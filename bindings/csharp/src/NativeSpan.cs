@@ -13,47 +13,23 @@ internal struct NativeSpan {
   public IntPtr Data;
   public UIntPtr Size;
 
-  public static GCHandle Pin(int[] values) {
+  // One pair for every element type: the SWIG typemaps (specla_csharp.swg) pass int[], float[] and
+  // byte[], all blittable, which GCHandle pins alike; Length counts elements whatever their size.
+  public static GCHandle Pin(Array values) {
     return values == null ? default(GCHandle) : GCHandle.Alloc(values, GCHandleType.Pinned);
   }
 
-  public static GCHandle Pin(byte[] bytes) {
-    return bytes == null ? default(GCHandle) : GCHandle.Alloc(bytes, GCHandleType.Pinned);
-  }
-
-  public static NativeSpan Of(GCHandle pin, byte[] bytes) {
+  public static NativeSpan Of(GCHandle pin, Array values) {
     var span = new NativeSpan();
-    if (bytes != null && pin.IsAllocated) {
+    if (values != null && pin.IsAllocated) {
       span.Data = pin.AddrOfPinnedObject();
-      span.Size = new UIntPtr((uint)bytes.Length);
+      span.Size = new UIntPtr((uint)values.Length);
     }
     return span;
   }
 
   public static void Unpin(GCHandle pin) {
     if (pin.IsAllocated) pin.Free();
-  }
-
-  public static GCHandle Pin(float[] values) {
-    return values == null ? default(GCHandle) : GCHandle.Alloc(values, GCHandleType.Pinned);
-  }
-
-  public static NativeSpan Of(GCHandle pin, float[] values) {
-    var span = new NativeSpan();
-    if (values != null && pin.IsAllocated) {
-      span.Data = pin.AddrOfPinnedObject();
-      span.Size = new UIntPtr((uint)values.Length);
-    }
-    return span;
-  }
-
-  public static NativeSpan Of(GCHandle pin, int[] values) {
-    var span = new NativeSpan();
-    if (values != null && pin.IsAllocated) {
-      span.Data = pin.AddrOfPinnedObject();
-      span.Size = new UIntPtr((uint)values.Length);
-    }
-    return span;
   }
 }
 
