@@ -71,6 +71,10 @@ std::vector<int32_t> parse_ids(const std::string &csv) {
     return ids;
 }
 
+void print_ids(const std::vector<int32_t> &ids) {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? ",%d" : "%d", ids[i]);
+}
+
 Loaded::~Loaded() {
     specla_session_free(session);
     specla_model_free(model);
@@ -102,15 +106,21 @@ void load(const ModelOptions &o, Loaded &l) {
     if (st != SPECLA_OK) die("cannot create a session", st);
 }
 
+std::vector<int32_t> tokenize_text(const specla_tokenizer *tok, const std::string &text, bool add_bos,
+                                   bool parse_special) {
+    size_t n = 0;
+    specla_status st = specla_tokenize(tok, text.data(), text.size(), add_bos, parse_special, nullptr, 0, &n);
+    if (st != SPECLA_OK && st != SPECLA_ERR_CAPACITY) die("cannot tokenize the text", st);
+    std::vector<int32_t> ids(n);
+    st = specla_tokenize(tok, text.data(), text.size(), add_bos, parse_special, ids.data(), ids.size(), &n);
+    if (st != SPECLA_OK) die("cannot tokenize the text", st);
+    return ids;
+}
+
 std::vector<int32_t> tokenize_prompt(const specla_tokenizer *tok, const std::string &text) {
     specla_tokenizer_info info{};
     specla_tokenizer_get_info(tok, &info);
-    size_t n = 0;
-    specla_status st = specla_tokenize(tok, text.data(), text.size(), info.add_bos_default, true, nullptr, 0, &n);
-    if (st != SPECLA_OK && st != SPECLA_ERR_CAPACITY) die("cannot tokenize the prompt", st);
-    std::vector<int32_t> ids(n);
-    st = specla_tokenize(tok, text.data(), text.size(), info.add_bos_default, true, ids.data(), ids.size(), &n);
-    if (st != SPECLA_OK) die("cannot tokenize the prompt", st);
+    std::vector<int32_t> ids = tokenize_text(tok, text, info.add_bos_default, true);
     if (ids.empty()) {
         std::fprintf(stderr, "specla: the prompt is empty\n");
         std::exit(2);

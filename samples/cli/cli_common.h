@@ -37,6 +37,8 @@ std::string read_prompt_text(const PromptOptions &o);
 [[noreturn]] void die(const std::string &what, specla_status st);
 // Comma-separated token ids; exits with status 2 on anything else.
 std::vector<int32_t> parse_ids(const std::string &csv);
+// Writes ids comma-separated to stdout (the form parse_ids reads), without a newline.
+void print_ids(const std::vector<int32_t> &ids);
 
 // A loaded model with one session; freed in reverse order.
 struct Loaded {
@@ -52,6 +54,9 @@ struct Loaded {
 // load aborts it (exit kExitInterrupted).
 void load(const ModelOptions &o, Loaded &l);
 
+// `text` (all its bytes) as ids; exits with a message when the tokenizer refuses it.
+std::vector<int32_t> tokenize_text(const specla_tokenizer *tok, const std::string &text, bool add_bos,
+                                   bool parse_special);
 // The prompt as ids, as specla_generate_text would tokenize it (BOS per the tokenizer's default,
 // special tokens parsed), but with its length, so text after a NUL byte is kept.
 std::vector<int32_t> tokenize_prompt(const specla_tokenizer *tok, const std::string &text);

@@ -123,8 +123,7 @@ int run_generate(GenerateOptions &o) {
     specla_spec_stats stats{};
     specla_generation_stats(gen, &stats);
     specla_generation_free(gen);
-    if (!text_input)
-        for (size_t i = 0; i < out.size(); ++i) std::printf(i ? ",%d" : "%d", out[i]);
+    if (!text_input) print_ids(out);
     std::printf("\n");
     std::fflush(stdout);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

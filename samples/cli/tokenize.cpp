@@ -39,15 +39,10 @@ int run_tokenize(const TokenizeOptions &o) {
     specla_tokenizer_get_info(tok, &info);
     const bool add_bos = info.add_bos_default && !o.no_bos;
     const std::string text = read_prompt_text(o.prompt);
-    size_t n = 0;
-    st = specla_tokenize(tok, text.data(), text.size(), add_bos, !o.no_special, nullptr, 0, &n);
-    if (st != SPECLA_OK && st != SPECLA_ERR_CAPACITY) die("cannot tokenize the text", st);
-    std::vector<int32_t> ids(n);
-    st = specla_tokenize(tok, text.data(), text.size(), add_bos, !o.no_special, ids.data(), ids.size(), &n);
-    if (st != SPECLA_OK) die("cannot tokenize the text", st);
+    const std::vector<int32_t> ids = tokenize_text(tok, text, add_bos, !o.no_special);
     if (o.json) {
         std::printf("{\"n_tokens\":%zu,\"ids\":[", ids.size());
-        for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? ",%d" : "%d", ids[i]);
+        print_ids(ids);
         std::printf("],\"pieces\":[");
         for (size_t i = 0; i < ids.size(); ++i)
             std::printf("%s%s", i ? "," : "", json_string(vocabulary_entry(tok, ids[i])).c_str());
@@ -55,7 +50,7 @@ int run_tokenize(const TokenizeOptions &o) {
     } else if (o.pieces) {
         for (const int32_t id : ids) std::printf("%d\t%s\n", id, vocabulary_entry(tok, id).c_str());
     } else {
-        for (size_t i = 0; i < ids.size(); ++i) std::printf(i ? ",%d" : "%d", ids[i]);
+        print_ids(ids);
         std::printf("\n");
     }
     return 0;
