@@ -15,18 +15,13 @@
 #include <vector>
 
 #include "specla/specla.h"
+#include "support/sanitizer.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-#if defined(__SANITIZE_ADDRESS__)  // GCC
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)  // Clang
-constexpr bool kSanitized = __has_feature(address_sanitizer);
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 // A temporary folder holding one sub-folder per tokenizer.json written into it.
 struct TempDir {
