@@ -55,7 +55,7 @@ def test_default_params_read_through_the_structs() -> None:
 
 
 def test_abi_version_of_the_loaded_library() -> None:
-    assert _capi.lib.specla_abi_version() == _capi.ABI_VERSION == 2
+    assert _capi.lib.specla_abi_version() == _capi.ABI_VERSION == 3
 
 
 def test_info_structs_match_the_checkpoint(model: specla.Model) -> None:

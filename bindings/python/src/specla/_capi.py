@@ -7,7 +7,7 @@ When the header changes, this file changes with it; ``tests/test_abi.py`` reads 
 library itself returns through these structs, so a field out of place shows up as a wrong value.
 
 The library is found in this order: the path in the environment variable ``SPECLA_LIBRARY``
-(a development build, e.g. ``build/libspecla.so.2``), then the copy installed inside this package
+(a development build, e.g. ``build/libspecla.so.3``), then the copy installed inside this package
 by ``pip install``. It is loaded with ``RTLD_LOCAL`` (ctypes' default): its symbols, all C and
 all prefixed ``specla_``, are not made visible to other libraries of the process.
 """
@@ -20,7 +20,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_d
 from pathlib import Path
 
 # The header's version macros this module was written against.
-ABI_VERSION = 2
+ABI_VERSION = 3
 HEADER_VERSION = (0, 1, 0)
 
 LIBRARY_ENV = "SPECLA_LIBRARY"
