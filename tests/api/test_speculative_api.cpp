@@ -165,6 +165,46 @@ TEST_CASE("the verification primitive keeps exactly the accepted tokens") {
     }
 }
 
+TEST_CASE("the verification primitive runs the tree algorithm its params name") {
+    test::ModelHandle model(test::fixture_dir("gdn_tiny_a"));
+    const int32_t V = model.info().vocab_size;
+    test::Expected ex = test::load_expected("gdn_tiny_a");
+    const auto prompt = ex.i32("input_ids");
+    const auto greedy = ex.i32("greedy_tokens");
+    // The greedy chain of 3 with a wrong sibling under the root: every algorithm accepts 0, 2, 3.
+    const std::vector<int32_t> tokens = {greedy[0], (greedy[0] + 5) % V, greedy[1], greedy[2]};
+    const std::vector<int32_t> parents = {-1, -1, 0, 2};
+    for (const specla_tree_algorithm algorithm : {SPECLA_TREE_AUTO, SPECLA_TREE_HYBRID, SPECLA_TREE_PARALLEL_WY}) {
+        CAPTURE(int(algorithm));
+        test::SessionHandle s(model.m);
+        s.eval(prompt, SPECLA_LOGITS_NONE, V);
+        test::VerifyParams vp;
+        vp.tree_algorithm = algorithm;
+        std::vector<int32_t> accepted(tokens.size());
+        size_t n_acc = 0;
+        int32_t bonus = -1;
+        REQUIRE(specla_session_verify_tree(s.s, tokens.data(), parents.data(), tokens.size(), nullptr, vp.get(),
+                                           accepted.data(), &n_acc, &bonus, nullptr) == SPECLA_OK);
+        REQUIRE(n_acc == 3);
+        CHECK(std::vector<int32_t>(accepted.begin(), accepted.begin() + 3) == std::vector<int32_t>{0, 2, 3});
+        CHECK(bonus == greedy[3]);
+    }
+    // A value that names no algorithm is refused (it is read, not ignored), the session untouched.
+    test::SessionHandle s(model.m);
+    s.eval(prompt, SPECLA_LOGITS_NONE, V);
+    test::VerifyParams vp;
+    vp.tree_algorithm = specla_tree_algorithm(7);
+    std::vector<int32_t> accepted(tokens.size());
+    size_t n_acc = 0;
+    int32_t bonus = -1;
+    CHECK(specla_session_verify_tree(s.s, tokens.data(), parents.data(), tokens.size(), nullptr, vp.get(),
+                                     accepted.data(), &n_acc, &bonus, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(std::string(specla_last_error()).find("tree algorithm") != std::string::npos);
+    int64_t n_past = 0;
+    specla_session_n_past(s.s, &n_past);
+    CHECK(n_past == int64_t(prompt.size()));
+}
+
 TEST_CASE("speculative API argument errors") {
     test::ModelHandle model(test::fixture_dir("gdn_tiny_b"));
     test::ModelHandle other(test::fixture_dir("gdn_tiny_a"));
