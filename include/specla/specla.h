@@ -18,7 +18,7 @@
  *    a struct larger than the library's is accepted when the fields the library does not know are
  *    all zero, else SPECLA_ERR_UNSUPPORTED. Fields an older program does not pass keep their
  *    defaults. Before asking the library to fill an info struct, set its struct_size
- *    (`specla_model_info info = {sizeof(specla_model_info)};`): the library writes at most
+ *    (C: `specla_model_info info = {.struct_size = sizeof(specla_model_info)};`): the library writes at most
  *    struct_size bytes and keeps struct_size as it was. Nested params are pointers (NULL: the
  *    defaults), each with its own struct_size.
  *  - Buffers passed in are borrowed for the duration of the call only, unless a comment says
@@ -796,7 +796,7 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
  *     specla_spec_params p = specla_spec_default_params();
  *     p.generate = &g;
  *     if (specla_generation_begin_text(session, NULL, "def f(", 6, &p, &gen) == SPECLA_OK) {
- *         specla_generation_step step = {sizeof(specla_generation_step)};
+ *         specla_generation_step step = {.struct_size = sizeof(specla_generation_step)};
  *         while (specla_generation_next(gen, &step) == SPECLA_OK) {
  *             fwrite(step.text, 1, step.text_len, stdout);
  *             if (step.finish_reason != SPECLA_FINISH_NONE) break;

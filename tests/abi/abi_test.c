@@ -251,7 +251,7 @@ static void test_old_callers(specla_model *model) {
 }
 
 static void test_old_info(specla_model *model) {
-    specla_model_info full = {sizeof(specla_model_info)};
+    specla_model_info full = {.struct_size = sizeof(specla_model_info)};
     CHECK(specla_model_get_info(model, &full) == SPECLA_OK);
     CHECK(full.struct_size == sizeof full);
 

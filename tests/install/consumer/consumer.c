@@ -36,7 +36,7 @@ int main(int argc, char **argv) {
     specla_model_params mp = specla_model_default_params();
     st = specla_model_load(argv[1], &mp, &model);
     if (st != SPECLA_OK) return fail("load", st);
-    specla_model_info info = {sizeof(specla_model_info)};
+    specla_model_info info = {.struct_size = sizeof(specla_model_info)};
     st = specla_model_get_info(model, &info);
     if (st != SPECLA_OK) return fail("info", st);
 
