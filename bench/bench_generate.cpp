@@ -226,9 +226,9 @@ int main(int argc, char **argv) {
             specla_spec_stats st{sizeof(specla_spec_stats)};
             // The drafter matches n-grams against the session's whole context, prompt included.
             const auto t0 = Clock::now();
-            check(specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, &spp, b.data(), b.size(), &nb,
-                                              &st),
-                  "speculative");
+            check(
+                specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, &spp, b.data(), b.size(), &nb, &st),
+                "speculative");
             spec_s += seconds_since(t0);
             specla_drafter_free(drafter);
             spec_tokens += (long long)nb;

@@ -417,7 +417,8 @@ static specla_binding_tokens specla_binding_generate_speculative(
     specla_drafter *drafter = specla_binding_open_drafter(drafter_box);
     if (!drafter) return out;
     size_t capacity = 0, n = 0;
-    int32_t *tokens = specla_binding_token_budget(specla_binding_max_tokens(params ? params->generate : NULL), &capacity);
+    const int32_t max_tokens = specla_binding_max_tokens(params ? params->generate : NULL);
+    int32_t *tokens = specla_binding_token_budget(max_tokens, &capacity);
     if (capacity > 0 && !tokens) return out;
     if (!specla_binding_check(
             specla_generate_speculative(session, drafter, prompt, n_prompt, params, tokens, capacity, &n, stats))) {

@@ -245,7 +245,8 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
         tree.parents.assign(parents, parents + n_nodes);
         if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + dist_floats);
         Rng rng(seed_for(sampling.seed));
-        StepResult r = verify_accept_commit(s, tree, cfg, rng, params.deferred_commit, algorithm, node_logits != nullptr);
+        StepResult r =
+            verify_accept_commit(s, tree, cfg, rng, params.deferred_commit, algorithm, node_logits != nullptr);
         std::copy(r.accept.path.begin(), r.accept.path.end(), accepted_nodes);
         *n_accepted = r.accept.path.size();
         *bonus_token = r.accept.bonus;

@@ -12,7 +12,7 @@ int main(int argc, char **argv) {
     printf("SpecLA %s\n", specla_version());
 
     specla_model *model = NULL;
-    specla_status st = specla_model_load(argv[1], NULL, &model);  /* NULL: the default params */
+    specla_status st = specla_model_load(argv[1], NULL, &model); /* NULL: the default params */
     if (st != SPECLA_OK) {
         fprintf(stderr, "load failed: %s\n", specla_last_error());
         return 1;

@@ -40,7 +40,8 @@ struct Run1 {
 };
 
 // One greedy generation of exactly max_tokens tokens (EOS does not stop it) on a fresh context.
-Run1 run_once(const Loaded &l, specla_drafter *drafter, const std::vector<int32_t> &prompt, const specla_spec_params &p) {
+Run1 run_once(const Loaded &l, specla_drafter *drafter, const std::vector<int32_t> &prompt,
+              const specla_spec_params &p) {
     specla_status st = specla_session_reset(l.session);
     if (st != SPECLA_OK) die("cannot reset the session", st);
     Run1 r;

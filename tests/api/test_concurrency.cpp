@@ -241,8 +241,7 @@ TEST_CASE("concurrency: each thread keeps its own last-error message") {
         const std::string path = "/nonexistent/specla/thread-" + std::to_string(t);
         for (int i = 0; i < 20; ++i) {
             specla_model *m = nullptr;
-            if (specla_model_load(path.c_str(), nullptr, &m) != SPECLA_ERR_IO)
-                ++wrong;
+            if (specla_model_load(path.c_str(), nullptr, &m) != SPECLA_ERR_IO) ++wrong;
             const std::string msg = specla_last_error();
             if (!contains(msg, path)) ++wrong;
             for (int u = 0; u < kThreads; ++u)

@@ -293,7 +293,8 @@ TEST_CASE("EAGLE: drafter folders that do not fit the model are refused with a c
         size_t n = 0;
         test::SpecParams p;
         p.generate.max_tokens = 4;
-        CHECK(specla_generate_speculative(s.s, d.d, prompt, 3, p.get(), out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, d.d, prompt, 3, p.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("another model") != std::string::npos);
     }
     SUBCASE("parameters") {
@@ -310,13 +311,16 @@ TEST_CASE("EAGLE: drafter folders that do not fit the model are refused with a c
         test::SpecParams sp;
         sp.generate.max_tokens = 4;
         sp.tree_top_k = 0;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("tree_top_k") != std::string::npos);
         sp.tree_top_k = SPECLA_LIMIT_DRAFT_TOP_K + 1;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         sp.tree_top_k = 4;
         sp.tree_prune_margin = NAN;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("tree_prune_margin") != std::string::npos);
         // The model, the session and the drafter stay usable.
         sp.tree_prune_margin = 8.f;

@@ -623,8 +623,7 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     EXPECT_ERROR(specla_model_load(nullptr, nullptr, &m), SPECLA_ERR_INVALID_ARGUMENT, "folder");
     CHECK(m == nullptr);
     m = w.model.m;
-    EXPECT_ERROR(specla_model_load(tiny.c_str(), nullptr, nullptr),
-                 SPECLA_ERR_INVALID_ARGUMENT, "out");
+    EXPECT_ERROR(specla_model_load(tiny.c_str(), nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     specla_model_info info = test::info_struct<specla_model_info>();
     EXPECT_ERROR(specla_model_get_info(nullptr, &info), SPECLA_ERR_INVALID_ARGUMENT, "model");
     EXPECT_ERROR(specla_model_get_info(m, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
@@ -634,11 +633,9 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
 
     // Session.
     specla_session *made = reinterpret_cast<specla_session *>(&n);
-    EXPECT_ERROR(specla_session_create(nullptr, nullptr, &made),
-                 SPECLA_ERR_INVALID_ARGUMENT, "model");
+    EXPECT_ERROR(specla_session_create(nullptr, nullptr, &made), SPECLA_ERR_INVALID_ARGUMENT, "model");
     CHECK(made == nullptr);
-    EXPECT_ERROR(specla_session_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
+    EXPECT_ERROR(specla_session_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     EXPECT_ERROR(specla_session_reset(nullptr), SPECLA_ERR_INVALID_ARGUMENT, "session");
     int64_t np = 0;
     EXPECT_ERROR(specla_session_n_past(nullptr, &np), SPECLA_ERR_INVALID_ARGUMENT, "session");
@@ -666,7 +663,8 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop_strings");
     gp = test::GenerateParams();
     char *text = reinterpret_cast<char *>(&n);
-    EXPECT_ERROR(specla_generate_text(nullptr, "def f():", gp.get(), &text, &n), SPECLA_ERR_INVALID_ARGUMENT, "session");
+    EXPECT_ERROR(specla_generate_text(nullptr, "def f():", gp.get(), &text, &n), SPECLA_ERR_INVALID_ARGUMENT,
+                 "session");
     CHECK(text == nullptr);
     EXPECT_ERROR(specla_generate_text(s, nullptr, gp.get(), &text, &n), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
 
@@ -1035,11 +1033,9 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
 
     specla_drafter_free(nullptr);
     specla_drafter *d = reinterpret_cast<specla_drafter *>(&n);
-    EXPECT_ERROR(specla_drafter_create(nullptr, nullptr, &d), SPECLA_ERR_INVALID_ARGUMENT,
-                 "model");
+    EXPECT_ERROR(specla_drafter_create(nullptr, nullptr, &d), SPECLA_ERR_INVALID_ARGUMENT, "model");
     CHECK(d == nullptr);
-    EXPECT_ERROR(specla_drafter_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
+    EXPECT_ERROR(specla_drafter_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     specla_drafter_params dp = specla_drafter_default_params();
     dp.min_ngram = 0;
     EXPECT_ERROR(specla_drafter_create(m, &dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "min_ngram");
@@ -1056,18 +1052,19 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
     test::SpecParams sp;
     sp.generate.max_tokens = 8;
     sp.generate.stop_at_eos = false;
-    EXPECT_ERROR(specla_generate_speculative(nullptr, d, tok, 3, sp.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "session");
-    EXPECT_ERROR(specla_generate_speculative(s, nullptr, tok, 3, sp.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "drafter");
-    EXPECT_ERROR(specla_generate_speculative(s, d, nullptr, 3, sp.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "prompt");
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), nullptr, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out_tokens");
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), out, 7, &n, nullptr), SPECLA_ERR_CAPACITY, "max_tokens");
+    EXPECT_ERROR(specla_generate_speculative(nullptr, d, tok, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "session");
+    EXPECT_ERROR(specla_generate_speculative(s, nullptr, tok, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "drafter");
+    EXPECT_ERROR(specla_generate_speculative(s, d, nullptr, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), nullptr, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "out_tokens");
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), out, 7, &n, nullptr), SPECLA_ERR_CAPACITY,
+                 "max_tokens");
     const int32_t bad[] = {1, kTinyVocab};
-    EXPECT_ERROR(specla_generate_speculative(s, d, bad, 2, sp.get(), out, 8, &n, nullptr), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
-                 "512");
+    EXPECT_ERROR(specla_generate_speculative(s, d, bad, 2, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_TOKEN_OUT_OF_RANGE, "512");
     test::SpecParams neg = sp;
     neg.max_draft_nodes = -1;
     EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
@@ -1080,17 +1077,18 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
     EXPECT_ERROR(specla_generate_speculative_text(nullptr, d, "x", sp.get(), &text, &n, nullptr),
                  SPECLA_ERR_INVALID_ARGUMENT, "session");
     CHECK(text == nullptr);
-    EXPECT_ERROR(specla_generate_speculative_text(s, d, nullptr, sp.get(), &text, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "prompt");
-    EXPECT_ERROR(specla_generate_speculative_text(s, d, "x", sp.get(), &text, &n, nullptr), SPECLA_ERR_STATE, "tokenizer");
+    EXPECT_ERROR(specla_generate_speculative_text(s, d, nullptr, sp.get(), &text, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate_speculative_text(s, d, "x", sp.get(), &text, &n, nullptr), SPECLA_ERR_STATE,
+                 "tokenizer");
     CHECK(n_past(s) == before);
 
     SUBCASE("a drafter of another model") {
         test::ModelHandle other(test::fixture_dir("gdn_tiny_b"));
         specla_drafter *od = nullptr;
         REQUIRE(specla_drafter_create(other.m, nullptr, &od) == SPECLA_OK);
-        EXPECT_ERROR(specla_generate_speculative(s, od, tok, 3, sp.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                     "drafter");
+        EXPECT_ERROR(specla_generate_speculative(s, od, tok, 3, sp.get(), out, 8, &n, nullptr),
+                     SPECLA_ERR_INVALID_ARGUMENT, "drafter");
         specla_drafter_free(od);
         CHECK(n_past(s) == before);
     }
@@ -1101,46 +1099,47 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
         int32_t accepted[3];
         size_t n_acc = 0;
         int32_t bonus = -1;
-        EXPECT_ERROR(specla_session_verify_tree(nullptr, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc,
-                                                &bonus, nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(nullptr, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "session");
-        EXPECT_ERROR(specla_session_verify_tree(s, nullptr, chain, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, nullptr, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "tokens");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, nullptr, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, nullptr, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "parents");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), nullptr, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), nullptr,
+                                                &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "accepted_nodes");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), accepted, nullptr, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, nullptr, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "n_accepted");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc, nullptr,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, nullptr, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "bonus_token");
         const int32_t forward[] = {-1, 2, 0};   // a parent after its child
         const int32_t self[] = {-1, 1, 0};      // a node its own parent
         const int32_t below[] = {-2, 0, 1};     // no such parent
         for (const int32_t *parents : {forward, self, below}) {
-            EXPECT_ERROR(specla_session_verify_tree(s, tokens, parents, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc,
-                                                    &bonus, nullptr),
+            EXPECT_ERROR(specla_session_verify_tree(s, tokens, parents, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                    accepted, &n_acc, &bonus, nullptr),
                          SPECLA_ERR_INVALID_ARGUMENT, "parent");
         }
         const int32_t bad_tokens[] = {5, kTinyVocab, 7};
-        EXPECT_ERROR(specla_session_verify_tree(s, bad_tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), accepted, &n_acc,
-                                                &bonus, nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, bad_tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_TOKEN_OUT_OF_RANGE, "512");
         std::vector<int32_t> big_tokens(65, 5), big_parents(65);
         for (int i = 0; i < 65; ++i) big_parents[size_t(i)] = i - 1;
         std::vector<int32_t> big_accepted(65);
-        EXPECT_ERROR(specla_session_verify_tree(s, big_tokens.data(), big_parents.data(), 65, nullptr, test::VerifyParams(greedy).get(),
-                                                big_accepted.data(), &n_acc, &bonus, nullptr),
-                     SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
+        EXPECT_ERROR(
+            specla_session_verify_tree(s, big_tokens.data(), big_parents.data(), 65, nullptr,
+                                       test::VerifyParams(greedy).get(), big_accepted.data(), &n_acc, &bonus, nullptr),
+            SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
         specla_sampling_params hot = greedy;
         hot.temperature = -1.f;
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(hot).get(), accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(hot).get(), accepted,
+                                                &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "temperature");
         CHECK(n_acc == 0);
         CHECK(n_past(s) == before);

@@ -427,30 +427,33 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
     expect_error(specla_generation_begin(nullptr, nullptr, ids.data(), ids.size(), p.get(), &gen),
                  SPECLA_ERR_INVALID_ARGUMENT, "session");
     CHECK(gen == nullptr);
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p.get(), nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
-    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 3, p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p.get(), nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "out");
+    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 3, p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
+                 "prompt");
     expect_error(specla_generation_begin_text(s.s, nullptr, nullptr, 3, p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
                  "prompt");
-    expect_error(specla_generation_begin(s.s, wrong.d, ids.data(), ids.size(), p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "drafter");
+    expect_error(specla_generation_begin(s.s, wrong.d, ids.data(), ids.size(), p.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "drafter");
     const int32_t bad[] = {1, 1 << 20};
-    expect_error(specla_generation_begin(s.s, nullptr, bad, 2, p.get(), &gen), SPECLA_ERR_TOKEN_OUT_OF_RANGE, "token id");
-    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 0, p.get(), &gen), SPECLA_ERR_STATE, "non-empty prompt");
+    expect_error(specla_generation_begin(s.s, nullptr, bad, 2, p.get(), &gen), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
+                 "token id");
+    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 0, p.get(), &gen), SPECLA_ERR_STATE,
+                 "non-empty prompt");
     test::SpecParams cb = p;
     cb.generate.on_token = collect;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), cb.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "on_token");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), cb.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "on_token");
     test::SpecParams neg = p;
     neg.generate.max_tokens = -1;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), neg.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "max_tokens");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), neg.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "max_tokens");
     const char *empty_stop[] = {""};
     test::SpecParams st = p;
     st.generate.stop_strings = empty_stop;
     st.generate.n_stop_strings = 1;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), st.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "stop string 0");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), st.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "stop string 0");
     {
         test::ModelHandle no_tokenizer(test::fixture_dir("gdn_tiny_a"));
         test::SessionHandle ts(no_tokenizer.m);
@@ -479,21 +482,23 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
         test::SessionHandle s2(model.m);
         expect_error(specla_generation_begin(s2.s, d.d, ids.data(), ids.size(), p.get(), &second), SPECLA_ERR_STATE,
                      "drafter is in use");
-        expect_error(specla_generate_speculative(s2.s, d.d, ids.data(), ids.size(), p.get(), nullptr, 0, nullptr, nullptr),
-                     SPECLA_ERR_STATE, "drafter is in use");
+        expect_error(
+            specla_generate_speculative(s2.s, d.d, ids.data(), ids.size(), p.get(), nullptr, 0, nullptr, nullptr),
+            SPECLA_ERR_STATE, "drafter is in use");
     }
     expect_error(specla_generate(s.s, ids.data(), ids.size(), p.generate.get(), nullptr, 0, nullptr), SPECLA_ERR_STATE,
                  "session is in use");
     char *text = nullptr;
-    expect_error(specla_generate_text(s.s, kPrompt, p.generate.get(), &text, nullptr), SPECLA_ERR_STATE, "session is in use");
+    expect_error(specla_generate_text(s.s, kPrompt, p.generate.get(), &text, nullptr), SPECLA_ERR_STATE,
+                 "session is in use");
     expect_error(specla_session_eval(s.s, ids.data(), 1, SPECLA_LOGITS_NONE, nullptr, 0), SPECLA_ERR_STATE,
                  "session is in use");
     expect_error(specla_session_reset(s.s), SPECLA_ERR_STATE, "session is in use");
     int32_t bonus = 0;
     size_t n_acc = 0;
-    expect_error(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, nullptr,
-                                            nullptr, &n_acc, &bonus, nullptr),
-                 SPECLA_ERR_STATE, "session is in use");
+    expect_error(
+        specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, nullptr, nullptr, &n_acc, &bonus, nullptr),
+        SPECLA_ERR_STATE, "session is in use");
     size_t needed = 0;
     expect_error(specla_session_save_state(s.s, nullptr, 0, &needed), SPECLA_ERR_STATE, "session is in use");
     const char state_bytes[8] = {};

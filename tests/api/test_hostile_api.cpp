@@ -242,8 +242,8 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
             int32_t accepted[2];
             size_t n_accepted = 99;
             int32_t bonus = -1;
-            REQUIRE(specla_session_verify_tree(s.s, draft, parents, 2, nullptr, test::VerifyParams(sp).get(), accepted, &n_accepted,
-                                               &bonus, nullptr) == SPECLA_OK);
+            REQUIRE(specla_session_verify_tree(s.s, draft, parents, 2, nullptr, test::VerifyParams(sp).get(), accepted,
+                                               &n_accepted, &bonus, nullptr) == SPECLA_OK);
             CHECK(n_accepted == 0);
             CHECK(bonus >= 0);
             CHECK(bonus < kTokenizerVocab);
@@ -276,8 +276,8 @@ TEST_CASE("a temperature too small to divide by samples greedily; non-finite par
             sp.generate = gp;
             std::vector<int32_t> out(16);
             size_t n = 0;
-            REQUIRE(specla_generate_speculative(s2.s, d.d, prompt.data(), prompt.size(), sp.get(), out.data(), out.size(),
-                                                &n, nullptr) == SPECLA_OK);
+            REQUIRE(specla_generate_speculative(s2.s, d.d, prompt.data(), prompt.size(), sp.get(), out.data(),
+                                                out.size(), &n, nullptr) == SPECLA_OK);
             out.resize(n);
             CHECK(out == greedy);
         }
@@ -314,9 +314,10 @@ TEST_CASE("a temperature too small to divide by samples greedily; non-finite par
                          SPECLA_ERR_INVALID_ARGUMENT, c.field);
             int32_t bonus = -1;
             size_t n_accepted = 0;
-            expect_error(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(bad.sampling).get(), nullptr,
-                                                    &n_accepted, &bonus, nullptr),
-                         SPECLA_ERR_INVALID_ARGUMENT, c.field);
+            expect_error(
+                specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(bad.sampling).get(),
+                                           nullptr, &n_accepted, &bonus, nullptr),
+                SPECLA_ERR_INVALID_ARGUMENT, c.field);
         }
         int64_t past = -1;
         REQUIRE(specla_session_n_past(s.s, &past) == SPECLA_OK);
@@ -448,8 +449,7 @@ void load_a_model(specla_log_level, const char *message, void *ud) {
     r->add(message);
     if (r->calls++ == 0) {  // only from the first message: the nested load logs again
         specla_model *m = nullptr;
-        const specla_status st =
-            specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m);
+        const specla_status st = specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m);
         r->add(st == SPECLA_OK ? "nested load ok" : "nested load failed");
         specla_model_free(m);
     }
@@ -464,8 +464,7 @@ void replace_with_second(specla_log_level, const char *message, void *ud) {
 
 void load_tiny() {
     specla_model *m = nullptr;
-    REQUIRE(specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m) ==
-            SPECLA_OK);
+    REQUIRE(specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m) == SPECLA_OK);
     specla_model_free(m);
 }
 

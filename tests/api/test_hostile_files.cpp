@@ -85,8 +85,8 @@ Outcome timed(const std::string &what, const std::function<specla_status()> &cal
 
 Outcome load_model(const std::string &folder) {
     specla_model *m = nullptr;
-    Outcome o = timed("specla_model_load(" + folder + ")",
-                      [&] { return specla_model_load(folder.c_str(), nullptr, &m); });
+    Outcome o =
+        timed("specla_model_load(" + folder + ")", [&] { return specla_model_load(folder.c_str(), nullptr, &m); });
     if (m) REQUIRE(specla_model_get_info(m, &o.info) == SPECLA_OK);
     specla_model_free(m);
     return o;

@@ -250,8 +250,8 @@ TEST_CASE("sampling params: bad values are refused naming the field") {
     CHECK(gen == nullptr);
     int32_t bonus = -1;
     size_t n_acc = 0;
-    CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(sp.generate.sampling).get(), nullptr, &n_acc,
-                                     &bonus, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(sp.generate.sampling).get(),
+                                     nullptr, &n_acc, &bonus, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("a random seed is reported and repeats the generation") {
@@ -268,8 +268,8 @@ TEST_CASE("a random seed is reported and repeats the generation") {
         p.generate.max_tokens = 32;
         p.generate.stop_at_eos = false;
         specla_generation *gen = nullptr;
-        REQUIRE(specla_generation_begin(s.s, speculative ? d.d : nullptr, prompt.data(), prompt.size(), p.get(), &gen) ==
-                SPECLA_OK);
+        REQUIRE(specla_generation_begin(s.s, speculative ? d.d : nullptr, prompt.data(), prompt.size(), p.get(),
+                                        &gen) == SPECLA_OK);
         std::vector<int32_t> out;
         specla_generation_step step = test::info_struct<specla_generation_step>();
         while (specla_generation_next(gen, &step) == SPECLA_OK) {

@@ -14,7 +14,6 @@
 
 namespace {
 
-
 std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt,
                                  test::SpecParams p, specla_spec_stats *stats) {
     std::vector<int32_t> out(size_t(p.generate.max_tokens));
@@ -26,7 +25,6 @@ std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std
     out.resize(n);
     return out;
 }
-
 
 }  // namespace
 
@@ -115,8 +113,8 @@ TEST_CASE("the verification primitive keeps exactly the accepted tokens") {
     size_t n_acc = 0;
     int32_t bonus = -1;
     std::vector<float> node_logits(tokens.size() * size_t(V));
-    const specla_status st = specla_session_verify_tree(s.s, tokens.data(), parents.data(), tokens.size(), nullptr, nullptr, accepted.data(),
-                                                        &n_acc, &bonus, node_logits.data());
+    const specla_status st = specla_session_verify_tree(s.s, tokens.data(), parents.data(), tokens.size(), nullptr,
+                                                        nullptr, accepted.data(), &n_acc, &bonus, node_logits.data());
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     REQUIRE(n_acc == 3);
@@ -150,16 +148,16 @@ TEST_CASE("the verification primitive keeps exactly the accepted tokens") {
         CHECK(std::string(specla_last_error()).find("parent") != std::string::npos);
         const std::vector<int32_t> bad_tok = {1, V};
         const std::vector<int32_t> ok_parent = {-1, 0};
-        CHECK(specla_session_verify_tree(s.s, bad_tok.data(), ok_parent.data(), 2, nullptr, nullptr, acc.data(), &n, &bn,
-                                         nullptr) == SPECLA_ERR_TOKEN_OUT_OF_RANGE);
+        CHECK(specla_session_verify_tree(s.s, bad_tok.data(), ok_parent.data(), 2, nullptr, nullptr, acc.data(), &n,
+                                         &bn, nullptr) == SPECLA_ERR_TOKEN_OUT_OF_RANGE);
         CHECK(specla_session_verify_tree(nullptr, t2.data(), ok_parent.data(), 2, nullptr, nullptr, acc.data(), &n, &bn,
                                          nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
         int64_t after = 0;
         specla_session_n_past(s.s, &after);
         CHECK(after == n_past);
         // Still usable: an empty tree decodes one token (the greedy continuation).
-        CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, nullptr,
-                                         nullptr, &n, &bn, nullptr) == SPECLA_OK);
+        CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, nullptr, nullptr, &n, &bn, nullptr) ==
+              SPECLA_OK);
         CHECK(n == 0);
         CHECK(bn == greedy[4]);
     }
@@ -223,7 +221,8 @@ TEST_CASE("speculative API argument errors") {
     p.generate.max_tokens = 8;
     CHECK(specla_generate_speculative(s.s, wrong_model.d, prompt, 3, p.get(), out, 8, &n, nullptr) ==
           SPECLA_ERR_INVALID_ARGUMENT);
-    CHECK(specla_generate_speculative(s.s, nullptr, prompt, 3, p.get(), out, 8, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_generate_speculative(s.s, nullptr, prompt, 3, p.get(), out, 8, &n, nullptr) ==
+          SPECLA_ERR_INVALID_ARGUMENT);
     test::DrafterHandle good(model.m);
     CHECK(specla_generate_speculative(s.s, good.d, prompt, 3, p.get(), out, 4, &n, nullptr) == SPECLA_ERR_CAPACITY);
     specla_drafter_free(nullptr);

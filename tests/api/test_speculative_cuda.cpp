@@ -59,7 +59,6 @@ std::vector<int32_t> speculative(specla_model *m, const std::vector<int32_t> &pr
     return out;
 }
 
-
 }  // namespace
 
 TEST_CASE("cuda: greedy speculative generation equals plain greedy generation on the fixtures") {

@@ -3,10 +3,10 @@
 // Each input creates a session (fuzzed max_tree_nodes), optionally evaluates a short prompt, then
 // runs up to three verification steps with fuzzed tokens, parents, n_nodes, drafter
 // distributions (with NaN, infinities, negatives and denormals), sampling parameters,
-// deferred_commit and the tree algorithm (also one that does not exist). Besides sanitizer reports, a finding is: a refusal that is not a clean status,
-// an accepted path that is not a root-to-leaf path of the tree, a bonus token outside the
-// vocabulary, non-finite target logits, or a session that cannot evaluate a token afterwards
-// (bad arguments must leave it usable).
+// deferred_commit and the tree algorithm (also one that does not exist). Besides sanitizer
+// reports, a finding is: a refusal that is not a clean status, an accepted path that is not a
+// root-to-leaf path of the tree, a bonus token outside the vocabulary, non-finite target logits,
+// or a session that cannot evaluate a token afterwards (bad arguments must leave it usable).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>

@@ -58,8 +58,7 @@ struct SessionHandle {
     std::vector<int32_t> generate(const std::vector<int32_t> &prompt, GenerateParams p = GenerateParams()) {
         std::vector<int32_t> out(size_t(p.max_tokens));
         size_t n = 0;
-        const specla_status st =
-            specla_generate(s, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n);
+        const specla_status st = specla_generate(s, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n);
         INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
         out.resize(n);

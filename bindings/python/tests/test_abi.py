@@ -31,7 +31,8 @@ def test_default_params_read_through_the_structs() -> None:
 
     sa = _capi.default_params(_capi.specla_sampling_params)
     assert (sa.temperature, sa.top_k, sa.top_p, sa.seed) == (0.0, 0, 1.0, 0)
-    assert (sa.repetition_penalty, sa.penalty_last_n, sa.min_p, sa.n_logit_bias) == (1.0, 64, 0.0, 0)
+    assert (sa.repetition_penalty, sa.penalty_last_n, sa.min_p, sa.n_logit_bias) == \
+        (1.0, 64, 0.0, 0)
 
     gp = _capi.default_params(_capi.specla_generate_params)
     assert gp.max_tokens == 128 and gp.stop_at_eos is True
@@ -59,8 +60,9 @@ def test_default_params_read_through_the_structs() -> None:
 def test_every_struct_starts_with_its_size() -> None:
     for name in dir(_capi):
         cls = getattr(_capi, name)
-        if isinstance(cls, type) and issubclass(cls, ctypes.Structure) and name.startswith("specla_") \
-                and name != "specla_logit_bias":  # an array element: fixed for good
+        if (isinstance(cls, type) and issubclass(cls, ctypes.Structure)
+                and name.startswith("specla_")
+                and name != "specla_logit_bias"):  # an array element: fixed for good
             assert cls._fields_[0] == ("struct_size", ctypes.c_size_t), name
             assert cls().struct_size == ctypes.sizeof(cls), name
 

@@ -46,7 +46,7 @@ class Request:
     """Everything one generation needs, already converted to C structs."""
     session: Handle
     prompt: np.ndarray                      # int32 ids (may be empty: continue the context)
-    params: _capi.specla_spec_params        # -> generate: sampling, budget, stops; the rest with a drafter
+    params: _capi.specla_spec_params        # ->generate: budget, stops, sampling; the rest: drafter
     drafter: Optional[Handle] = None
     _keep: List[object] = field(default_factory=list)  # buffers the structs point into
 

@@ -35,7 +35,8 @@ class VerifyResult:
 def verify_tree(session: "Session", tokens: TokenIds, parents: TokenIds, *,
                 draft_dists: Optional[np.ndarray] = None, temperature: float = 0.0,
                 top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-                deferred_commit: bool = True, tree_algorithm: str = "auto", want_logits: bool = True,
+                deferred_commit: bool = True, tree_algorithm: str = "auto",
+                want_logits: bool = True,
                 out_logits: Optional[np.ndarray] = None) -> VerifyResult:
     """Verify a draft tree against the session's context and commit the accepted path.
 
