@@ -18,9 +18,10 @@
  *    a struct larger than the library's is accepted when the fields the library does not know are
  *    all zero, else SPECLA_ERR_UNSUPPORTED. Fields an older program does not pass keep their
  *    defaults. Before asking the library to fill an info struct, set its struct_size
- *    (C: `specla_model_info info = {.struct_size = sizeof(specla_model_info)};`): the library writes at most
- *    struct_size bytes and keeps struct_size as it was. Nested params are pointers (NULL: the
- *    defaults), each with its own struct_size.
+ *    (`specla_model_info info = {.struct_size = sizeof(specla_model_info)};`): the library
+ *    writes at most struct_size bytes and keeps struct_size as it was (bytes beyond its own
+ *    struct are left alone). Nested params are pointers (NULL: the defaults), each with its own
+ *    struct_size. specla_logit_bias, an array element, has no struct_size and never changes.
  *  - Buffers passed in are borrowed for the duration of the call only, unless a comment says
  *    otherwise. Strings are UTF-8 and NUL-terminated unless a length is given.
  *  - Threads: a model is immutable after loading and may be shared by any number of threads.
@@ -233,7 +234,7 @@ SPECLA_API void specla_model_free(specla_model *model);
 
 /* What the loaded model is. Sizes are element counts. */
 typedef struct specla_model_info {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t vocab_size;
     int32_t hidden_size;
     int32_t num_layers;
@@ -257,7 +258,7 @@ SPECLA_API specla_status specla_model_get_info(const specla_model *model, specla
 /* Memory the model's backend holds. On CUDA, session states, conv caches, factor buffers and
  * scratch are sub-allocated from arena blocks of device memory; on the CPU the arena fields are 0. */
 typedef struct specla_memory_stats {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;           /* sizeof(this struct) as the caller was compiled */
     size_t weight_bytes;          /* weights resident on the backend */
     size_t arena_reserved_bytes;  /* device memory taken from the driver in blocks */
     size_t arena_used_bytes;      /* bytes sub-allocated and live */
@@ -274,7 +275,7 @@ SPECLA_API specla_status specla_model_memory_stats(const specla_model *model,
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct specla_session_params {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t max_tree_nodes;   /* largest draft tree / chain this session will verify; bounds
                                  the factor buffers reserved at creation (default 64) */
     int32_t max_batch_tokens; /* largest block of tokens evaluated in one pass; longer prompts are
@@ -378,7 +379,7 @@ SPECLA_API specla_status specla_session_copy_state(specla_session *dst, specla_s
  * speculative call. Not counted: driver objects (CUDA streams, graphs, the cuBLAS handle) and the
  * stacks of the session's worker threads. */
 typedef struct specla_session_memory {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;    /* sizeof(this struct) as the caller was compiled */
     size_t state_bytes;    /* recurrent state + conv cache (specla_model_info.state_bytes) */
     size_t factor_bytes;   /* per-node factors kept for committing verified tokens (max_tree_nodes) */
     size_t scratch_bytes;  /* activations and logits of a pass (max_batch_tokens rows), tree
@@ -432,7 +433,7 @@ typedef struct specla_logit_bias {
  * Any of bias, penalties or min-p makes a GPU session copy each step's logits to the host and
  * choose there (a vocab-wide copy per token, where greedy decoding otherwise copies one id). */
 typedef struct specla_sampling_params {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     float temperature;        /* 0 = greedy (argmax; default); finite and >= 0; a positive value
                                  below SPECLA_LIMIT_MIN_TEMPERATURE is greedy as well */
     int32_t top_k;            /* keep the k most likely tokens; 0 = off */
@@ -472,7 +473,7 @@ static inline specla_sampling_params specla_sampling_default_params(void) {
 typedef bool (*specla_token_callback)(int32_t token, const char *piece, void *user_data);
 
 typedef struct specla_generate_params {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;                     /* sizeof(this struct) as the caller was compiled */
     const specla_sampling_params *sampling; /* NULL = the defaults; read during the call only */
     int32_t max_tokens;               /* token budget (default 128) */
     specla_token_callback on_token;   /* may be NULL */
@@ -552,7 +553,7 @@ SPECLA_API specla_status specla_model_tokenizer(const specla_model *model,
                                                 const specla_tokenizer **out);
 
 typedef struct specla_tokenizer_info {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t vocab_size;       /* ids are in [0, vocab_size) */
     int32_t bos_token_id;     /* -1 when none */
     int32_t eos_token_id;     /* -1 when none */
@@ -641,7 +642,7 @@ typedef enum specla_drafter_type {
 } specla_drafter_type;
 
 typedef struct specla_drafter_params {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;         /* sizeof(this struct) as the caller was compiled */
     specla_drafter_type type;   /* default SPECLA_DRAFTER_PROMPT_LOOKUP */
     int32_t min_ngram;          /* prompt lookup: shortest suffix matched (default 2) */
     int32_t max_ngram;          /* prompt lookup: longest suffix matched, tried first (default 4) */
@@ -679,7 +680,7 @@ typedef enum specla_tree_algorithm {
 } specla_tree_algorithm;
 
 typedef struct specla_spec_params {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;                     /* sizeof(this struct) as the caller was compiled */
     const specla_generate_params *generate; /* sampling, budget, streaming, stop conditions;
                                          NULL = the defaults; read during the call only */
     int32_t max_draft_nodes;          /* nodes per verification (default 4: best measured with
@@ -715,7 +716,7 @@ static inline specla_spec_params specla_spec_default_params(void) {
 #define SPECLA_SPEC_MAX_DEPTH_STATS 32
 
 typedef struct specla_spec_stats {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;            /* sizeof(this struct) as the caller was compiled */
     int64_t steps;                 /* verification passes */
     int64_t drafted;               /* draft tokens submitted */
     int64_t accepted;              /* draft tokens accepted */
@@ -824,7 +825,7 @@ SPECLA_API const char *specla_finish_reason_string(specla_finish_reason reason);
 /* One step's output. The pointers point into the generation, which owns the buffers: they stay
  * valid until the next call on it (specla_generation_next, _end or _free); copy what you keep. */
 typedef struct specla_generation_step {
-    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
+    size_t struct_size;                  /* sizeof(this struct) as the caller was compiled */
     const int32_t *tokens;               /* the tokens of this step (n_tokens; NULL when 0) */
     size_t n_tokens;
     const char *text;                    /* the text this step made final, text_len bytes plus a
