@@ -50,7 +50,7 @@ specla_status begin(specla_session *session, specla_drafter *drafter, const int3
         require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
         require_no_generation(session, drafter);
         require(params.generate.generate.on_token == nullptr, SPECLA_ERR_INVALID_ARGUMENT,
-                "params.generate.on_token must be NULL: a pull generation hands its steps back from "
+                "params->generate->on_token must be NULL: a pull generation hands its steps back from "
                 "specla_generation_next");
         std::vector<int32_t> ids;
         if (text) {
