@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "specla/specla.h"
+#include "support/params.h"
 #include "support/sanitizer.h"
 
 namespace {
@@ -322,7 +323,7 @@ TEST_CASE("hostile tokenizer: token ids and table sizes are bounded") {
     specla_tokenizer *t = nullptr;
     REQUIRE(load(dir.write("largest", R"({"model": )" + bpe(R"("a": )" + largest) + "}"), &t) ==
             SPECLA_OK);
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(t, &info) == SPECLA_OK);
     CHECK(info.vocab_size == SPECLA_LIMIT_TOKENIZER_VOCAB);
     specla_tokenizer_free(t);
