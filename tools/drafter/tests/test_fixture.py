@@ -25,7 +25,9 @@ def test_make_fixture_reproduces_committed(tmp_path):
         if v.dtype == torch.int32:
             assert torch.equal(expected[k], v), k
         else:
-            assert float((expected[k] - v).abs().max() / v.abs().max()) <= 1e-6, k
+            # fp32 recomputed on another CPU: PyTorch's kernels pick their vector width (and
+            # with it the summation order) by the CPU (1.02e-6 measured on an AMD EPYC)
+            assert float((expected[k] - v).abs().max() / v.abs().max()) <= 1e-5, k
 
 
 def test_fixture_layout_is_the_documented_one():
