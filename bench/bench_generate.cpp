@@ -111,14 +111,14 @@ int main(int argc, char **argv) {
     mp.backend = backend == "cuda" ? SPECLA_BACKEND_CUDA : SPECLA_BACKEND_CPU;
     mp.n_threads = threads;
     specla_model *model = nullptr;
-    check(specla_model_load(model_dir.c_str(), mp, &model), "load");
-    specla_model_info info{};
+    check(specla_model_load(model_dir.c_str(), &mp, &model), "load");
+    specla_model_info info{sizeof(specla_model_info)};
     specla_model_get_info(model, &info);
     const specla_tokenizer *tok = nullptr;
     check(specla_model_tokenizer(model, &tok), "tokenizer");
     specla_session_params sp = specla_session_default_params();
     specla_session *s = nullptr;
-    check(specla_session_create(model, sp, &s), "session");
+    check(specla_session_create(model, &sp, &s), "session");
 
     // Plain decode: 256 tokens after a short prompt, median of 3 runs.
     std::vector<double> decode_tps;
@@ -132,7 +132,7 @@ int main(int argc, char **argv) {
         size_t n = 0;
         check(specla_session_eval(s, prompt, 3, SPECLA_LOGITS_NONE, nullptr, 0), "eval");
         const auto t0 = Clock::now();
-        check(specla_generate(s, prompt + 3, 1, gp, out.data(), out.size(), &n), "generate");
+        check(specla_generate(s, prompt + 3, 1, &gp, out.data(), out.size(), &n), "generate");
         decode_tps.push_back(double(n) / seconds_since(t0));
     }
     // Prefill of 512 tokens (the eval prompts' text, repeated), median of 3.
@@ -181,7 +181,7 @@ int main(int argc, char **argv) {
         gpt.on_token = TokenTimes::record;
         gpt.user_data = &times;
         const auto t0 = Clock::now();
-        check(specla_generate(s, p.data() + p.size() - 1, 1, gpt, a.data(), a.size(), &na), "plain");
+        check(specla_generate(s, p.data() + p.size() - 1, 1, &gpt, a.data(), a.size(), &na), "plain");
         plain_s += seconds_since(t0);
         times.after_first_pass(plain_stream_s, plain_stream_tokens);
         plain_tokens += (long long)na;
@@ -217,18 +217,18 @@ int main(int argc, char **argv) {
             std::vector<int32_t> b(static_cast<size_t>(new_tokens));
             size_t nb = 0;
             specla_drafter *drafter = nullptr;
-            check(specla_drafter_create(model, specla_drafter_default_params(), &drafter), "drafter");
+            check(specla_drafter_create(model, nullptr, &drafter), "drafter");
             specla_session_reset(s);
             check(specla_session_eval(s, p.data(), p.size() - 1, SPECLA_LOGITS_NONE, nullptr, 0), "prefill");
             specla_spec_params spp = specla_spec_default_params();
-            spp.generate = gp;
+            spp.generate = &gp;
             spp.max_draft_nodes = budget;
-            specla_spec_stats st{};
+            specla_spec_stats st{sizeof(specla_spec_stats)};
             // The drafter matches n-grams against the session's whole context, prompt included.
             const auto t0 = Clock::now();
-            check(specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, spp, b.data(), b.size(), &nb,
-                                              &st),
-                  "speculative");
+            check(
+                specla_generate_speculative(s, drafter, p.data() + p.size() - 1, 1, &spp, b.data(), b.size(), &nb, &st),
+                "speculative");
             spec_s += seconds_since(t0);
             specla_drafter_free(drafter);
             spec_tokens += (long long)nb;
@@ -257,7 +257,7 @@ int main(int argc, char **argv) {
         dp.type = SPECLA_DRAFTER_EAGLE;
         dp.path = drafter_dir.c_str();
         specla_drafter *drafter = nullptr;
-        check(specla_drafter_create(model, dp, &drafter), "EAGLE drafter");
+        check(specla_drafter_create(model, &dp, &drafter), "EAGLE drafter");
         double spec_s = 0, stream_s = 0;
         long long spec_tokens = 0, stream_tokens = 0, steps = 0, drafted = 0, mismatches = 0;
         long long at_depth[SPECLA_SPEC_MAX_DEPTH_STATS] = {};
@@ -266,16 +266,17 @@ int main(int argc, char **argv) {
             std::vector<int32_t> b(static_cast<size_t>(new_tokens));
             size_t nb = 0;
             specla_session_reset(s);
+            TokenTimes times;
+            specla_generate_params gpt = gp;
+            gpt.on_token = TokenTimes::record;
+            gpt.user_data = &times;
             specla_spec_params spp = specla_spec_default_params();
-            spp.generate = gp;
+            spp.generate = &gpt;
             spp.max_draft_nodes = budget;
             spp.tree_size_from_cost = !tree_fixed;
-            TokenTimes times;
-            spp.generate.on_token = TokenTimes::record;
-            spp.generate.user_data = &times;
-            specla_spec_stats st{};
+            specla_spec_stats st{sizeof(specla_spec_stats)};
             const auto t0 = Clock::now();
-            check(specla_generate_speculative(s, drafter, p.data(), p.size(), spp, b.data(), b.size(), &nb, &st),
+            check(specla_generate_speculative(s, drafter, p.data(), p.size(), &spp, b.data(), b.size(), &nb, &st),
                   "speculative (EAGLE)");
             spec_s += seconds_since(t0);
             times.after_first_pass(stream_s, stream_tokens);

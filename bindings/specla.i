@@ -10,6 +10,11 @@
  *    "free the model last" holds whatever order a program (or a garbage collector) closes them in.
  *  - The one call of specla_session_verify_tree is specla_binding_call_verify_tree, so that a
  *    change of its C signature touches one function here.
+ *  - The header passes nested params by pointer (specla_generate_params.sampling,
+ *    specla_spec_params.generate). A GenerateParams or SpecParams of the bindings owns what it
+ *    points to: one allocation holds the struct and its nested structs, the getters return views
+ *    into it and the setters copy into it, so the languages handle them as values.
+ *  - Info structs (and the step of a generation) are allocated with their struct_size set.
  *  - Log messages reach each language through a trampoline in its own .swg (Go: log.go), not
  *    through SWIG: see there for why.
  *  - Every helper leaves the status of its call in a per-thread record next to the library's own
@@ -93,6 +98,16 @@ static void *specla_binding_alloc(size_t count, size_t element_size) {
     return p;
 }
 
+/* One size-prefixed struct for the library to fill: zeroed, struct_size (its first field) set. */
+static void *specla_binding_alloc_info(size_t struct_size) {
+    void *p = specla_binding_alloc(1, struct_size);
+    if (p) {
+        memset(p, 0, struct_size);
+        memcpy(p, &struct_size, sizeof struct_size);
+    }
+    return p;
+}
+
 /* Exported so that languages which copy buffers on their own side (C#) release them here, with
  * the allocator that made them. */
 #if defined(_WIN32)
@@ -149,7 +164,7 @@ static specla_drafter *specla_binding_open_drafter(const specla_binding_drafter 
 static specla_binding_model *specla_binding_load_model(const char *folder, const specla_model_params *params) {
     specla_binding_begin();
     specla_model *model = NULL;
-    if (!specla_binding_check(specla_model_load(folder, params ? *params : specla_model_default_params(), &model)))
+    if (!specla_binding_check(specla_model_load(folder, params, &model)))
         return NULL;
     specla_binding_model *box = specla_binding_alloc(1, sizeof *box);
     if (!box) {
@@ -166,7 +181,7 @@ static specla_binding_model *specla_binding_load_model(const char *folder, const
 static specla_model_info *specla_binding_get_model_info(const specla_binding_model *box) {
     specla_binding_begin();
     specla_model *model = specla_binding_open_model(box);
-    specla_model_info *info = model ? specla_binding_alloc(1, sizeof *info) : NULL;
+    specla_model_info *info = model ? specla_binding_alloc_info(sizeof *info) : NULL;
     if (info && !specla_binding_check(specla_model_get_info(model, info))) {
         free(info);
         info = NULL;
@@ -177,7 +192,7 @@ static specla_model_info *specla_binding_get_model_info(const specla_binding_mod
 static specla_memory_stats *specla_binding_get_memory_stats(const specla_binding_model *box) {
     specla_binding_begin();
     specla_model *model = specla_binding_open_model(box);
-    specla_memory_stats *stats = model ? specla_binding_alloc(1, sizeof *stats) : NULL;
+    specla_memory_stats *stats = model ? specla_binding_alloc_info(sizeof *stats) : NULL;
     if (stats && !specla_binding_check(specla_model_memory_stats(model, stats))) {
         free(stats);
         stats = NULL;
@@ -195,7 +210,7 @@ static const specla_tokenizer *specla_binding_tokenizer_of(const specla_binding_
 static specla_tokenizer_info *specla_binding_get_tokenizer_info(const specla_binding_model *box) {
     specla_binding_begin();
     const specla_tokenizer *tokenizer = specla_binding_tokenizer_of(box);
-    specla_tokenizer_info *info = tokenizer ? specla_binding_alloc(1, sizeof *info) : NULL;
+    specla_tokenizer_info *info = tokenizer ? specla_binding_alloc_info(sizeof *info) : NULL;
     if (info && !specla_binding_check(specla_tokenizer_get_info(tokenizer, info))) {
         free(info);
         info = NULL;
@@ -215,7 +230,7 @@ static specla_binding_tokens specla_binding_tokenize(const specla_binding_model 
         return out;
     }
     if (add_bos < 0) {
-        specla_tokenizer_info info;
+        specla_tokenizer_info info = {.struct_size = sizeof(specla_tokenizer_info)};
         if (!specla_binding_check(specla_tokenizer_get_info(tokenizer, &info))) return out;
         add_bos = info.add_bos_default;
     }
@@ -277,7 +292,7 @@ static specla_binding_session *specla_binding_create_session(specla_binding_mode
     if (!model) return NULL;
     specla_session *session = NULL;
     if (!specla_binding_check(
-            specla_session_create(model, params ? *params : specla_session_default_params(), &session)))
+            specla_session_create(model, params, &session)))
         return NULL;
     specla_binding_session *box = specla_binding_alloc(1, sizeof *box);
     if (!box) {
@@ -304,7 +319,7 @@ static specla_binding_drafter *specla_binding_create_drafter(specla_binding_mode
     if (!model) return NULL;
     specla_drafter *drafter = NULL;
     if (!specla_binding_check(
-            specla_drafter_create(model, params ? *params : specla_drafter_default_params(), &drafter)))
+            specla_drafter_create(model, params, &drafter)))
         return NULL;
     specla_binding_drafter *box = specla_binding_alloc(1, sizeof *box);
     if (!box) {
@@ -344,7 +359,7 @@ static specla_binding_floats specla_binding_eval(specla_binding_session *box, co
     specla_binding_floats out = {NULL, 0};
     specla_session *session = specla_binding_open_session(box);
     if (!session) return out;
-    specla_model_info info;
+    specla_model_info info = {.struct_size = sizeof(specla_model_info)};
     if (!specla_binding_check(specla_model_get_info(box->model->model, &info))) return out;
     size_t rows = mode == SPECLA_LOGITS_ALL ? n_tokens : mode == SPECLA_LOGITS_LAST ? 1 : 0;
     if (rows > 0 && (size_t)info.vocab_size > SIZE_MAX / rows) {
@@ -363,6 +378,11 @@ static specla_binding_floats specla_binding_eval(specla_binding_session *box, co
     return out;
 }
 
+/* The token budget of generation params (NULL: the default one). */
+static int32_t specla_binding_max_tokens(const specla_generate_params *params) {
+    return params ? params->max_tokens : specla_generate_default_params().max_tokens;
+}
+
 /* Room for the whole budget: the C API requires out_capacity >= max_tokens. */
 static int32_t *specla_binding_token_budget(int32_t max_tokens, size_t *capacity) {
     *capacity = max_tokens > 0 ? (size_t)max_tokens : 0;
@@ -375,11 +395,10 @@ static specla_binding_tokens specla_binding_generate(specla_binding_session *box
     specla_binding_tokens out = {NULL, 0};
     specla_session *session = specla_binding_open_session(box);
     if (!session) return out;
-    const specla_generate_params p = params ? *params : specla_generate_default_params();
     size_t capacity = 0, n = 0;
-    int32_t *tokens = specla_binding_token_budget(p.max_tokens, &capacity);
+    int32_t *tokens = specla_binding_token_budget(specla_binding_max_tokens(params), &capacity);
     if (capacity > 0 && !tokens) return out;
-    if (!specla_binding_check(specla_generate(session, prompt, n_prompt, p, tokens, capacity, &n))) {
+    if (!specla_binding_check(specla_generate(session, prompt, n_prompt, params, tokens, capacity, &n))) {
         free(tokens);
         return out;
     }
@@ -397,12 +416,12 @@ static specla_binding_tokens specla_binding_generate_speculative(
     if (!session) return out;
     specla_drafter *drafter = specla_binding_open_drafter(drafter_box);
     if (!drafter) return out;
-    const specla_spec_params p = params ? *params : specla_spec_default_params();
     size_t capacity = 0, n = 0;
-    int32_t *tokens = specla_binding_token_budget(p.generate.max_tokens, &capacity);
+    const int32_t max_tokens = specla_binding_max_tokens(params ? params->generate : NULL);
+    int32_t *tokens = specla_binding_token_budget(max_tokens, &capacity);
     if (capacity > 0 && !tokens) return out;
     if (!specla_binding_check(
-            specla_generate_speculative(session, drafter, prompt, n_prompt, p, tokens, capacity, &n, stats))) {
+            specla_generate_speculative(session, drafter, prompt, n_prompt, params, tokens, capacity, &n, stats))) {
         free(tokens);
         return out;
     }
@@ -434,7 +453,7 @@ static specla_binding_text specla_binding_generate_text(specla_binding_session *
     if (!session) return out;
     char *text = NULL;
     if (!specla_binding_check(specla_generate_text(
-            session, prompt, params ? *params : specla_generate_default_params(), &text, NULL)))
+            session, prompt, params, &text, NULL)))
         return out;
     return specla_binding_take_library_text(text);
 }
@@ -450,7 +469,7 @@ static specla_binding_text specla_binding_generate_speculative_text(
     if (!drafter) return out;
     char *text = NULL;
     if (!specla_binding_check(specla_generate_speculative_text(
-            session, drafter, prompt, params ? *params : specla_spec_default_params(), &text, NULL, stats)))
+            session, drafter, prompt, params, &text, NULL, stats)))
         return out;
     return specla_binding_take_library_text(text);
 }
@@ -481,7 +500,7 @@ static specla_binding_bytes specla_binding_save_state(specla_binding_session *bo
 static specla_session_memory *specla_binding_get_session_memory(const specla_binding_session *box) {
     specla_binding_begin();
     specla_session *session = specla_binding_open_session(box);
-    specla_session_memory *memory = session ? specla_binding_alloc(1, sizeof *memory) : NULL;
+    specla_session_memory *memory = session ? specla_binding_alloc_info(sizeof *memory) : NULL;
     if (memory && !specla_binding_check(specla_session_get_memory(session, memory))) {
         free(memory);
         memory = NULL;
@@ -507,11 +526,11 @@ static specla_binding_generation *specla_binding_begin_generation(
     specla_session *session = specla_binding_open_session(box);
     if (!session) return NULL;
     specla_drafter *drafter = drafter_box ? drafter_box->drafter : NULL;
-    const specla_spec_params p = params ? *params : specla_spec_default_params();
     specla_generation *generation = NULL;
     const specla_status st =
-        prompt_text ? specla_generation_begin_text(session, drafter, prompt_text, strlen(prompt_text), p, &generation)
-                    : specla_generation_begin(session, drafter, prompt, n_prompt, p, &generation);
+        prompt_text
+            ? specla_generation_begin_text(session, drafter, prompt_text, strlen(prompt_text), params, &generation)
+            : specla_generation_begin(session, drafter, prompt, n_prompt, params, &generation);
     if (!specla_binding_check(st)) return NULL;
     specla_binding_generation *gen = specla_binding_alloc(1, sizeof *gen);
     if (!gen) {
@@ -521,15 +540,17 @@ static specla_binding_generation *specla_binding_begin_generation(
     memset(gen, 0, sizeof *gen);
     gen->generation = generation;
     gen->model = box->model;
+    gen->step.struct_size = sizeof gen->step;
     gen->step.stop_index = -1;
     specla_binding_retain_model(box->model);
     return gen;
 }
 
-/* Plain generation takes only the generate part of the speculative parameters. */
+/* Plain generation takes only the generate part of the speculative parameters (pointed to, not
+ * copied: valid while `params` is). */
 static specla_spec_params specla_binding_plain_params(const specla_generate_params *params) {
     specla_spec_params p = specla_spec_default_params();
-    if (params) p.generate = *params;
+    p.generate = params;
     return p;
 }
 
@@ -577,7 +598,7 @@ static specla_spec_stats *specla_binding_stats_of_generation(const specla_bindin
         specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the generation is closed (or null)");
         return NULL;
     }
-    specla_spec_stats *stats = specla_binding_alloc(1, sizeof *stats);
+    specla_spec_stats *stats = specla_binding_alloc_info(sizeof *stats);
     if (stats && !specla_binding_check(specla_generation_stats(gen->generation, stats))) {
         free(stats);
         stats = NULL;
@@ -681,6 +702,67 @@ static specla_binding_bytes specla_binding_get_stop_strings(const specla_generat
     return out;
 }
 
+/* ---- Parameter structs that own what they point to ---------------------------------------------
+ * One allocation per GenerateParams (the struct, then the sampling params it points to) and per
+ * SpecParams (the struct, then a whole generate block); the struct comes first, so the
+ * allocation's address is the struct's and the proxy's free releases all of it. */
+typedef struct specla_binding_generate_block {
+    specla_generate_params params;
+    specla_sampling_params sampling;
+} specla_binding_generate_block;
+
+typedef struct specla_binding_spec_block {
+    specla_spec_params params;
+    specla_binding_generate_block generate;
+} specla_binding_spec_block;
+
+static void specla_binding_init_generate_block(specla_binding_generate_block *block) {
+    block->params = specla_generate_default_params();
+    block->sampling = specla_sampling_default_params();
+    block->params.sampling = &block->sampling;
+}
+
+static specla_generate_params *specla_binding_new_generate_params(void) {
+    specla_binding_generate_block *block = specla_binding_alloc(1, sizeof *block);
+    if (block) specla_binding_init_generate_block(block);
+    return block ? &block->params : NULL;
+}
+
+static specla_spec_params *specla_binding_new_spec_params(void) {
+    specla_binding_spec_block *block = specla_binding_alloc(1, sizeof *block);
+    if (!block) return NULL;
+    block->params = specla_spec_default_params();
+    specla_binding_init_generate_block(&block->generate);
+    block->params.generate = &block->generate.params;
+    return &block->params;
+}
+
+/* The accessors SWIG calls for the owned members (declared in the %extend blocks below). Every
+ * GenerateParams and SpecParams a language holds was made by the constructors above (or is a
+ * view into one), so the pointers lead into its own block, which it may write. */
+static specla_sampling_params *specla_generate_params_owned_sampling_get(specla_generate_params *params) {
+    return (specla_sampling_params *)params->sampling;
+}
+
+static void specla_generate_params_owned_sampling_set(specla_generate_params *params,
+                                                      specla_sampling_params *value) {
+    if (value) *(specla_sampling_params *)params->sampling = *value;
+}
+
+static specla_generate_params *specla_spec_params_owned_generate_get(specla_spec_params *params) {
+    return (specla_generate_params *)params->generate;
+}
+
+/* Copies `value` and the sampling params it points to; the copy keeps pointing into its own block. */
+static void specla_spec_params_owned_generate_set(specla_spec_params *params, specla_generate_params *value) {
+    specla_generate_params *own = (specla_generate_params *)params->generate;
+    if (!value || value == own) return;
+    specla_sampling_params *own_sampling = (specla_sampling_params *)own->sampling;
+    *own_sampling = value->sampling ? *value->sampling : specla_sampling_default_params();
+    *own = *value;
+    own->sampling = own_sampling;
+}
+
 /* ---- Tree verification (bring your own drafter) ----------------------------------------------
  * specla_binding_call_verify_tree is the only place that calls specla_session_verify_tree, so
  * that a change of that C signature touches this one function. */
@@ -691,9 +773,11 @@ static specla_status specla_binding_call_verify_tree(specla_session *session, co
                                                      bool deferred_commit, int32_t *accepted_nodes,
                                                      size_t *n_accepted, int32_t *bonus_token,
                                                      float *node_logits) {
-    return specla_session_verify_tree(session, tokens, parents, n_nodes, draft_dists,
-                                      sampling ? *sampling : specla_sampling_default_params(), deferred_commit,
-                                      accepted_nodes, n_accepted, bonus_token, node_logits);
+    specla_verify_params params = specla_verify_default_params();
+    params.sampling = sampling;  /* NULL: the defaults (greedy) */
+    params.deferred_commit = deferred_commit;
+    return specla_session_verify_tree(session, tokens, parents, n_nodes, draft_dists, &params, accepted_nodes,
+                                      n_accepted, bonus_token, node_logits);
 }
 
 /* What one verification gave: the accepted node indices root to leaf, the target's next token,
@@ -722,7 +806,7 @@ static specla_binding_verification *specla_binding_verify_tree(
         specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "the tree needs one parent per token");
         return NULL;
     }
-    specla_model_info info;
+    specla_model_info info = {.struct_size = sizeof(specla_model_info)};
     if (!specla_binding_check(specla_model_get_info(box->model->model, &info))) return NULL;
     const size_t vocab = (size_t)info.vocab_size;
     if (n_tokens > 0 && vocab > SIZE_MAX / n_tokens) {
@@ -950,6 +1034,25 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 %immutable specla_session_memory::host_bytes;    %immutable specla_session_memory::device_bytes;
 %immutable specla_session_memory::total_bytes;
 %immutable specla_drafter_params::path;  /* set with setPath, below */
+/* struct_size is set by the constructors (and kept by the library): readable, not writable. */
+%immutable specla_model_params::struct_size;    %immutable specla_model_info::struct_size;
+%immutable specla_memory_stats::struct_size;    %immutable specla_session_params::struct_size;
+%immutable specla_session_memory::struct_size;  %immutable specla_sampling_params::struct_size;
+%immutable specla_generate_params::struct_size; %immutable specla_tokenizer_info::struct_size;
+%immutable specla_drafter_params::struct_size;  %immutable specla_spec_params::struct_size;
+%immutable specla_spec_stats::struct_size;
+/* The nested params pointers are replaced by owned members (the %extend blocks below). */
+%ignore specla_generate_params::sampling;
+%ignore specla_spec_params::generate;
+/* Verification params are built inside specla_binding_call_verify_tree. */
+%ignore specla_verify_params;
+#if defined(SWIGCSHARP)
+%rename(Sampling) specla_generate_params::owned_sampling;
+%rename(Generate) specla_spec_params::owned_generate;
+#else
+%rename(sampling) specla_generate_params::owned_sampling;
+%rename(generate) specla_spec_params::owned_generate;
+#endif
 
 %include "specla/specla.h"
 
@@ -967,7 +1070,12 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 SPECLA_DEFAULTED_PARAMS(specla_model_params, specla_model_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_session_params, specla_session_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_sampling_params, specla_sampling_default_params)
-SPECLA_DEFAULTED_PARAMS(specla_generate_params, specla_generate_default_params)
+/* GenerateParams and SpecParams own the structs they point to (the C layer's blocks). */
+%extend specla_generate_params {
+    specla_generate_params() { return specla_binding_new_generate_params(); }
+    ~specla_generate_params() { free($self); }
+    specla_sampling_params *owned_sampling;  /* a view into this object; setting copies */
+}
 /* The drafter folder (EAGLE) is a string the parameters object owns: set with setPath (a copy,
  * freed with the object or by the next setPath), read as a property. SWIG's own setter for a
  * `const char *` member would copy without ever freeing. */
@@ -996,7 +1104,24 @@ SPECLA_DEFAULTED_PARAMS(specla_generate_params, specla_generate_default_params)
         $self->path = copy;
     }
 }
-SPECLA_DEFAULTED_PARAMS(specla_spec_params, specla_spec_default_params)
+%extend specla_spec_params {
+    specla_spec_params() { return specla_binding_new_spec_params(); }
+    ~specla_spec_params() { free($self); }
+    specla_generate_params *owned_generate;  /* a view into this object; setting copies */
+}
+
+/* Info structs a language creates (SpecStats for the speculative calls) carry their struct_size. */
+%define SPECLA_SIZED_INFO(TYPE)
+%extend TYPE {
+    TYPE() { return (TYPE *)specla_binding_alloc_info(sizeof(TYPE)); }
+    ~TYPE() { free($self); }
+}
+%enddef
+SPECLA_SIZED_INFO(specla_model_info)
+SPECLA_SIZED_INFO(specla_memory_stats)
+SPECLA_SIZED_INFO(specla_tokenizer_info)
+SPECLA_SIZED_INFO(specla_spec_stats)
+SPECLA_SIZED_INFO(specla_session_memory)
 
 /* ==== Handles ================================================================================ */
 

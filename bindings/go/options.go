@@ -3,6 +3,7 @@ package specla
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strings"
 
 	"specla/internal/native"
@@ -93,11 +94,48 @@ func (o *SessionOptions) toNative() native.SessionParams {
 }
 
 // SamplingOptions selects greedy decoding (Temperature 0) or sampling (specla_sampling_params).
+// The penalties and min-p apply to greedy decoding too (the header gives the order).
 type SamplingOptions struct {
 	Temperature float32 // 0 = greedy (the default)
 	TopK        int32   // 0 = off (the default)
 	TopP        float32 // nucleus mass in (0, 1]; 0 = the default (1: off)
 	Seed        uint64  // 0 = the default seed
+	MinP        float32 // in [0, 1]: keep tokens of at least MinP x the top probability; 0 = off (the default)
+	// RepetitionPenalty divides a seen token's positive logit (multiplies a negative one); > 0;
+	// 0 = the default (1: off).
+	RepetitionPenalty float32
+	PresencePenalty   float32 // subtracted once from a seen token's logit; 0 = off (the default)
+	FrequencyPenalty  float32 // subtracted per occurrence; 0 = off (the default)
+	// PenaltyLastN is how many of the last tokens the penalties count: 0 = the default (64),
+	// PenaltyWholeContext for all of them, PenaltyNone for none (the C value 0, which the zero
+	// value here cannot mean, as it means the default).
+	PenaltyLastN int32
+}
+
+// Values of SamplingOptions.PenaltyLastN besides a count.
+const (
+	PenaltyWholeContext int32 = -1            // the penalties count the whole context
+	PenaltyNone         int32 = math.MinInt32 // the penalties count no token (off)
+)
+
+// penaltyLastNToC is o.PenaltyLastN as specla_sampling_params.penalty_last_n (def: the default).
+func penaltyLastNToC(value int32, def int) int {
+	switch value {
+	case 0:
+		return def
+	case PenaltyNone:
+		return 0
+	default:
+		return int(value)
+	}
+}
+
+// penaltyLastNFromC is the inverse of penaltyLastNToC.
+func penaltyLastNFromC(value int) int32 {
+	if value == 0 {
+		return PenaltyNone
+	}
+	return int32(value)
 }
 
 // GenerateOptions configures generation (specla_generate_params). Streaming is Session.Stream*;
@@ -124,10 +162,15 @@ func generateOptionsFrom(p native.GenerateParams) GenerateOptions {
 	s := p.GetSampling() // a view into p
 	return GenerateOptions{
 		Sampling: SamplingOptions{
-			Temperature: s.GetTemperature(),
-			TopK:        int32(s.GetTopK()),
-			TopP:        s.GetTopP(),
-			Seed:        s.GetSeed(),
+			Temperature:       s.GetTemperature(),
+			TopK:              int32(s.GetTopK()),
+			TopP:              s.GetTopP(),
+			Seed:              s.GetSeed(),
+			MinP:              s.GetMinP(),
+			RepetitionPenalty: s.GetRepetitionPenalty(),
+			PresencePenalty:   s.GetPresencePenalty(),
+			FrequencyPenalty:  s.GetFrequencyPenalty(),
+			PenaltyLastN:      penaltyLastNFromC(s.GetPenaltyLastN()),
 		},
 		MaxTokens:         int32(p.GetMaxTokens()),
 		IgnoreEOS:         !p.GetStopAtEos(),
@@ -142,6 +185,11 @@ func (o *SamplingOptions) fill(s native.SamplingParams) {
 	s.SetTopK(orDefault(int(o.TopK), s.GetTopK()))
 	s.SetTopP(orDefault(o.TopP, s.GetTopP()))
 	s.SetSeed(orDefault(o.Seed, s.GetSeed()))
+	s.SetMinP(orDefault(o.MinP, s.GetMinP()))
+	s.SetRepetitionPenalty(orDefault(o.RepetitionPenalty, s.GetRepetitionPenalty()))
+	s.SetPresencePenalty(orDefault(o.PresencePenalty, s.GetPresencePenalty()))
+	s.SetFrequencyPenalty(orDefault(o.FrequencyPenalty, s.GetFrequencyPenalty()))
+	s.SetPenaltyLastN(penaltyLastNToC(o.PenaltyLastN, s.GetPenaltyLastN()))
 }
 
 // fill writes o into C parameters that already hold the defaults.

@@ -9,8 +9,19 @@
  *    says what went wrong is available from `specla_last_error()` on the same thread.
  *  - Constructors hand the new handle back through an out-parameter (`*out` is set to NULL on
  *    failure); every handle has exactly one matching `*_free`, and `*_free(NULL)` is a no-op.
- *  - Parameter structs are passed by value; obtain them from `*_default_params()` and change only
- *    the fields you need, so new fields added in later versions keep their defaults.
+ *  - Structs grow: every params and info struct begins with `size_t struct_size`, the sizeof the
+ *    program was compiled with, so a program keeps working with a later library whose structs
+ *    have more fields (fields are only ever appended, each at or after the end of the previous
+ *    version's struct). Obtain params from `*_default_params()` (or `*_params_init(&p, sizeof p)`)
+ *    and change only the fields you need; params are passed by `const` pointer, and NULL means
+ *    the defaults. A struct_size below sizeof(size_t) (0: not set) is SPECLA_ERR_INVALID_ARGUMENT;
+ *    a struct larger than the library's is accepted when the fields the library does not know are
+ *    all zero, else SPECLA_ERR_UNSUPPORTED. Fields an older program does not pass keep their
+ *    defaults. Before asking the library to fill an info struct, set its struct_size
+ *    (`specla_model_info info = {.struct_size = sizeof(specla_model_info)};`): the library
+ *    writes at most struct_size bytes and keeps struct_size as it was (bytes beyond its own
+ *    struct are left alone). Nested params are pointers (NULL: the defaults), each with its own
+ *    struct_size. specla_logit_bias, an array element, has no struct_size and never changes.
  *  - Buffers passed in are borrowed for the duration of the call only, unless a comment says
  *    otherwise. Strings are UTF-8 and NUL-terminated unless a length is given.
  *  - Threads: a model is immutable after loading and may be shared by any number of threads.
@@ -48,8 +59,10 @@ extern "C" {
 #define SPECLA_VERSION_MINOR 1
 #define SPECLA_VERSION_PATCH 0
 /* Bumped whenever a struct layout or a signature in this header changes incompatibly; it is the
- * SONAME suffix of the shared library (libspecla.so.<SPECLA_ABI_VERSION>). */
-#define SPECLA_ABI_VERSION 2
+ * SONAME suffix of the shared library (libspecla.so.<SPECLA_ABI_VERSION>). Appending fields to a
+ * size-prefixed struct (see the conventions above) is compatible and does not bump it.
+ * Version 3: size-prefixed structs passed by pointer. */
+#define SPECLA_ABI_VERSION 3
 
 /* "major.minor.patch" of the library actually loaded (may differ from the header's macros). */
 SPECLA_API const char *specla_version(void);
@@ -183,6 +196,7 @@ typedef enum specla_backend {
 typedef bool (*specla_progress_callback)(float progress, void *user_data);
 
 typedef struct specla_model_params {
+    size_t struct_size;                /* sizeof(this struct) as the caller was compiled */
     specla_backend backend;            /* default SPECLA_BACKEND_CPU */
     int32_t device;                    /* CUDA device ordinal (CUDA backend only); default 0 */
     int32_t n_threads;                 /* CPU threads per session call (the caller + n - 1
@@ -201,17 +215,26 @@ typedef struct specla_model_params {
                                           without one still runs on token ids */
 } specla_model_params;
 
-SPECLA_API specla_model_params specla_model_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_model_params_init(specla_model_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_model_params_init). */
+static inline specla_model_params specla_model_default_params(void) {
+    specla_model_params params;
+    specla_model_params_init(&params, sizeof params);
+    return params;
+}
 
 /* Load a Hugging Face checkpoint folder (config.json + model.safetensors, or shards with
  * model.safetensors.index.json; F32/BF16/F16 tensors). On success *out owns the model; release it
  * with specla_model_free() after every session and drafter of it has been freed. */
-SPECLA_API specla_status specla_model_load(const char *folder, specla_model_params params,
+SPECLA_API specla_status specla_model_load(const char *folder, const specla_model_params *params,
                                            specla_model **out);
 SPECLA_API void specla_model_free(specla_model *model);
 
 /* What the loaded model is. Sizes are element counts. */
 typedef struct specla_model_info {
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t vocab_size;
     int32_t hidden_size;
     int32_t num_layers;
@@ -235,6 +258,7 @@ SPECLA_API specla_status specla_model_get_info(const specla_model *model, specla
 /* Memory the model's backend holds. On CUDA, session states, conv caches, factor buffers and
  * scratch are sub-allocated from arena blocks of device memory; on the CPU the arena fields are 0. */
 typedef struct specla_memory_stats {
+    size_t struct_size;           /* sizeof(this struct) as the caller was compiled */
     size_t weight_bytes;          /* weights resident on the backend */
     size_t arena_reserved_bytes;  /* device memory taken from the driver in blocks */
     size_t arena_used_bytes;      /* bytes sub-allocated and live */
@@ -251,6 +275,7 @@ SPECLA_API specla_status specla_model_memory_stats(const specla_model *model,
 /* ------------------------------------------------------------------------------------------ */
 
 typedef struct specla_session_params {
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t max_tree_nodes;   /* largest draft tree / chain this session will verify; bounds
                                  the factor buffers reserved at creation (default 64) */
     int32_t max_batch_tokens; /* largest block of tokens evaluated in one pass; longer prompts are
@@ -259,11 +284,19 @@ typedef struct specla_session_params {
                              parameter of each speculative call (specla_spec_params,
                              specla_session_verify_tree) */
 
-SPECLA_API specla_session_params specla_session_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_session_params_init(specla_session_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_session_params_init). */
+static inline specla_session_params specla_session_default_params(void) {
+    specla_session_params params;
+    specla_session_params_init(&params, sizeof params);
+    return params;
+}
 
 /* Create a session with an empty context. Fails with SPECLA_ERR_OUT_OF_MEMORY (nothing else
  * disturbed) when the state cannot be allocated. Free with specla_session_free(). */
-SPECLA_API specla_status specla_session_create(specla_model *model, specla_session_params params,
+SPECLA_API specla_status specla_session_create(specla_model *model, const specla_session_params *params,
                                                specla_session **out);
 SPECLA_API void specla_session_free(specla_session *session);
 
@@ -346,6 +379,7 @@ SPECLA_API specla_status specla_session_copy_state(specla_session *dst, specla_s
  * speculative call. Not counted: driver objects (CUDA streams, graphs, the cuBLAS handle) and the
  * stacks of the session's worker threads. */
 typedef struct specla_session_memory {
+    size_t struct_size;    /* sizeof(this struct) as the caller was compiled */
     size_t state_bytes;    /* recurrent state + conv cache (specla_model_info.state_bytes) */
     size_t factor_bytes;   /* per-node factors kept for committing verified tokens (max_tree_nodes) */
     size_t scratch_bytes;  /* activations and logits of a pass (max_batch_tokens rows), tree
@@ -374,7 +408,8 @@ SPECLA_API specla_status specla_session_get_memory(const specla_session *session
  * probability 0, as if their logits were -inf, so sampled output stays distributed exactly as
  * sampling over the tokens. specla_session_eval still returns their logits; a model loaded
  * without its tokenizer treats every id below its vocab_size as a candidate. */
-/* One entry of specla_sampling_params.logit_bias. */
+/* One entry of specla_sampling_params.logit_bias. An array element, so it has no struct_size:
+ * its layout is fixed for good (a later need gets a new struct). */
 typedef struct specla_logit_bias {
     int32_t token;            /* in [0, the model's vocab_size) */
     float bias;               /* added to the token's logit; finite (a large negative value, e.g.
@@ -398,6 +433,7 @@ typedef struct specla_logit_bias {
  * Any of bias, penalties or min-p makes a GPU session copy each step's logits to the host and
  * choose there (a vocab-wide copy per token, where greedy decoding otherwise copies one id). */
 typedef struct specla_sampling_params {
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     float temperature;        /* 0 = greedy (argmax; default); finite and >= 0; a positive value
                                  below SPECLA_LIMIT_MIN_TEMPERATURE is greedy as well */
     int32_t top_k;            /* keep the k most likely tokens; 0 = off */
@@ -417,7 +453,15 @@ typedef struct specla_sampling_params {
     size_t n_logit_bias;      /* at most SPECLA_LIMIT_LOGIT_BIAS (default 0) */
 } specla_sampling_params;
 
-SPECLA_API specla_sampling_params specla_sampling_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_sampling_params_init(specla_sampling_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_sampling_params_init). */
+static inline specla_sampling_params specla_sampling_default_params(void) {
+    specla_sampling_params params;
+    specla_sampling_params_init(&params, sizeof params);
+    return params;
+}
 
 /* Streaming callback: one call per generated token. `piece` is the text this token made final
  * (UTF-8, never taken back later): possibly "" while a multi-byte character is incomplete, while
@@ -429,7 +473,8 @@ SPECLA_API specla_sampling_params specla_sampling_default_params(void);
 typedef bool (*specla_token_callback)(int32_t token, const char *piece, void *user_data);
 
 typedef struct specla_generate_params {
-    specla_sampling_params sampling;
+    size_t struct_size;                     /* sizeof(this struct) as the caller was compiled */
+    const specla_sampling_params *sampling; /* NULL = the defaults; read during the call only */
     int32_t max_tokens;               /* token budget (default 128) */
     specla_token_callback on_token;   /* may be NULL */
     void *user_data;
@@ -454,7 +499,15 @@ typedef struct specla_generate_params {
                                          back what may still become one */
 } specla_generate_params;
 
-SPECLA_API specla_generate_params specla_generate_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_generate_params_init(specla_generate_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_generate_params_init). */
+static inline specla_generate_params specla_generate_default_params(void) {
+    specla_generate_params params;
+    specla_generate_params_init(&params, sizeof params);
+    return params;
+}
 
 /* Evaluate the prompt (which may be empty if the session already has context) and generate.
  * Generated token ids are written to `out_tokens`, whose capacity `out_capacity` must be at least
@@ -464,7 +517,7 @@ SPECLA_API specla_generate_params specla_generate_default_params(void);
  * tokenize it with specla_tokenize (which takes a length) and call this with the ids:
  * on_token still streams the text. */
 SPECLA_API specla_status specla_generate(specla_session *session, const int32_t *prompt,
-                                         size_t n_prompt, specla_generate_params params,
+                                         size_t n_prompt, const specla_generate_params *params,
                                          int32_t *out_tokens, size_t out_capacity,
                                          size_t *n_out);
 
@@ -500,6 +553,7 @@ SPECLA_API specla_status specla_model_tokenizer(const specla_model *model,
                                                 const specla_tokenizer **out);
 
 typedef struct specla_tokenizer_info {
+    size_t struct_size;       /* sizeof(this struct) as the caller was compiled */
     int32_t vocab_size;       /* ids are in [0, vocab_size) */
     int32_t bos_token_id;     /* -1 when none */
     int32_t eos_token_id;     /* -1 when none */
@@ -559,11 +613,11 @@ SPECLA_API specla_status specla_stream_decoder_flush(specla_stream_decoder *deco
 SPECLA_API void specla_stream_decoder_free(specla_stream_decoder *decoder);
 
 /* Tokenize `prompt` (NUL-terminated; BOS per the tokenizer's default, special tokens parsed),
- * then generate as specla_generate does, streaming text through params.on_token. When `out_text` is not NULL it
+ * then generate as specla_generate does, streaming text through params->on_token. When `out_text` is not NULL it
  * receives the whole generated text, allocated by the library: release it with
  * specla_string_free(). `n_generated` (may be NULL) receives the number of generated tokens. */
 SPECLA_API specla_status specla_generate_text(specla_session *session, const char *prompt,
-                                              specla_generate_params params, char **out_text,
+                                              const specla_generate_params *params, char **out_text,
                                               size_t *n_generated);
 
 /* Release a string the library allocated. NULL is a no-op. */
@@ -588,6 +642,7 @@ typedef enum specla_drafter_type {
 } specla_drafter_type;
 
 typedef struct specla_drafter_params {
+    size_t struct_size;         /* sizeof(this struct) as the caller was compiled */
     specla_drafter_type type;   /* default SPECLA_DRAFTER_PROMPT_LOOKUP */
     int32_t min_ngram;          /* prompt lookup: shortest suffix matched (default 2) */
     int32_t max_ngram;          /* prompt lookup: longest suffix matched, tried first (default 4) */
@@ -602,11 +657,19 @@ typedef struct specla_drafter_params {
                                    missing files (SPECLA_ERR_IO). */
 } specla_drafter_params;
 
-SPECLA_API specla_drafter_params specla_drafter_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_drafter_params_init(specla_drafter_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_drafter_params_init). */
+static inline specla_drafter_params specla_drafter_default_params(void) {
+    specla_drafter_params params;
+    specla_drafter_params_init(&params, sizeof params);
+    return params;
+}
 
 /* Create a drafter for a model's sessions. A drafter keeps per-sequence bookkeeping: use one
  * drafter per session (one thread at a time). Free with specla_drafter_free(). */
-SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla_drafter_params params,
+SPECLA_API specla_status specla_drafter_create(const specla_model *model, const specla_drafter_params *params,
                                                specla_drafter **out);
 SPECLA_API void specla_drafter_free(specla_drafter *drafter);
 
@@ -617,7 +680,9 @@ typedef enum specla_tree_algorithm {
 } specla_tree_algorithm;
 
 typedef struct specla_spec_params {
-    specla_generate_params generate;  /* sampling, budget, streaming, stop conditions */
+    size_t struct_size;                     /* sizeof(this struct) as the caller was compiled */
+    const specla_generate_params *generate; /* sampling, budget, streaming, stop conditions;
+                                         NULL = the defaults; read during the call only */
     int32_t max_draft_nodes;          /* nodes per verification (default 4: best measured with
                                          prompt lookup on gdn-pycode-22m; at most the
                                          session's max_tree_nodes; an EAGLE drafter's trees
@@ -638,11 +703,20 @@ typedef struct specla_spec_params {
                                          this backend (default true); false: fill the budget */
 } specla_spec_params;
 
-SPECLA_API specla_spec_params specla_spec_default_params(void);
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_spec_params_init(specla_spec_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_spec_params_init). */
+static inline specla_spec_params specla_spec_default_params(void) {
+    specla_spec_params params;
+    specla_spec_params_init(&params, sizeof params);
+    return params;
+}
 
 #define SPECLA_SPEC_MAX_DEPTH_STATS 32
 
 typedef struct specla_spec_stats {
+    size_t struct_size;            /* sizeof(this struct) as the caller was compiled */
     int64_t steps;                 /* verification passes */
     int64_t drafted;               /* draft tokens submitted */
     int64_t accepted;              /* draft tokens accepted */
@@ -659,15 +733,34 @@ typedef struct specla_spec_stats {
  * NULL) receives what the drafter and the verifier did. */
 SPECLA_API specla_status specla_generate_speculative(specla_session *session, specla_drafter *drafter,
                                                      const int32_t *prompt, size_t n_prompt,
-                                                     specla_spec_params params, int32_t *out_tokens,
+                                                     const specla_spec_params *params, int32_t *out_tokens,
                                                      size_t out_capacity, size_t *n_out,
                                                      specla_spec_stats *stats);
 
 /* Speculative counterpart of specla_generate_text. */
 SPECLA_API specla_status specla_generate_speculative_text(specla_session *session, specla_drafter *drafter,
-                                                          const char *prompt, specla_spec_params params,
+                                                          const char *prompt, const specla_spec_params *params,
                                                           char **out_text, size_t *n_generated,
                                                           specla_spec_stats *stats);
+
+/* How specla_session_verify_tree verifies. */
+typedef struct specla_verify_params {
+    size_t struct_size;                      /* sizeof(this struct) as the caller was compiled */
+    const specla_sampling_params *sampling;  /* acceptance; NULL = the defaults (greedy) */
+    bool deferred_commit;                    /* apply accepted factors inside the next pass
+                                                (default true) */
+    specla_tree_algorithm tree_algorithm;    /* how the tree pass runs (default SPECLA_TREE_AUTO) */
+} specla_verify_params;
+
+/* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
+ * struct_size below sizeof(size_t) is SPECLA_ERR_INVALID_ARGUMENT. */
+SPECLA_API specla_status specla_verify_params_init(specla_verify_params *params, size_t struct_size);
+/* The defaults by value (a convenience over specla_verify_params_init). */
+static inline specla_verify_params specla_verify_default_params(void) {
+    specla_verify_params params;
+    specla_verify_params_init(&params, sizeof params);
+    return params;
+}
 
 /* The verification primitive, for callers that bring their own drafter. The tree has n_nodes
  * (>= 0, at most the session's max_tree_nodes) in topological order: `parents[i]` < i is the
@@ -675,17 +768,18 @@ SPECLA_API specla_status specla_generate_speculative_text(specla_session *sessio
  * chain: -1, 0, 1, ...). `draft_dists` (may be NULL) holds n_nodes x vocab_size floats: row i is
  * the drafter distribution node i's token was drawn from (siblings share their parent's row);
  * NULL means the candidates were chosen deterministically. The target verifies every node
- * against its own ancestors, acceptance follows `sampling` (seed: the random stream of this
+ * against its own ancestors, acceptance follows `params->sampling` (seed: the random stream of this
  * call; SPECLA_SEED_RANDOM is not reported back here; penalties count the session's context
  * followed by each node's ancestors), and the session's context then holds the accepted tokens followed by the target's next
  * token `*bonus_token` (fed at the next call). `accepted_nodes` (capacity n_nodes, may be NULL
  * when n_nodes is 0) receives the accepted node indices root to leaf, `*n_accepted` their count.
- * `node_logits` (may be NULL) receives the target logits after every node, n_nodes x vocab_size. */
+ * `node_logits` (may be NULL) receives the target logits after every node, n_nodes x vocab_size.
+ * `params` may be NULL (the defaults). */
 SPECLA_API specla_status specla_session_verify_tree(specla_session *session, const int32_t *tokens,
                                                     const int32_t *parents, size_t n_nodes,
                                                     const float *draft_dists,
-                                                    specla_sampling_params sampling,
-                                                    bool deferred_commit, int32_t *accepted_nodes,
+                                                    const specla_verify_params *params,
+                                                    int32_t *accepted_nodes,
                                                     size_t *n_accepted, int32_t *bonus_token,
                                                     float *node_logits);
 
@@ -699,9 +793,11 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
  * speculative output arrives as soon as it is verified. Any thread may ask it to stop.
  *
  *     specla_generation *gen = NULL;
- *     specla_spec_params p = specla_spec_default_params();     (p.generate: budget, stops...)
- *     if (specla_generation_begin_text(session, NULL, "def f(", 6, p, &gen) == SPECLA_OK) {
- *         specla_generation_step step;
+ *     specla_generate_params g = specla_generate_default_params();  (budget, stops...)
+ *     specla_spec_params p = specla_spec_default_params();
+ *     p.generate = &g;
+ *     if (specla_generation_begin_text(session, NULL, "def f(", 6, &p, &gen) == SPECLA_OK) {
+ *         specla_generation_step step = {.struct_size = sizeof(specla_generation_step)};
  *         while (specla_generation_next(gen, &step) == SPECLA_OK) {
  *             fwrite(step.text, 1, step.text_len, stdout);
  *             if (step.finish_reason != SPECLA_FINISH_NONE) break;
@@ -716,9 +812,9 @@ typedef struct specla_generation specla_generation;
 
 typedef enum specla_finish_reason {
     SPECLA_FINISH_NONE = 0,        /* not finished: more steps follow */
-    SPECLA_FINISH_EOS = 1,         /* the model's EOS token (params.generate.stop_at_eos) */
+    SPECLA_FINISH_EOS = 1,         /* the model's EOS token (params->generate->stop_at_eos) */
     SPECLA_FINISH_STOP_STRING = 2, /* a stop string completed; specla_generation_step.stop_index */
-    SPECLA_FINISH_MAX_TOKENS = 3,  /* params.generate.max_tokens tokens were generated */
+    SPECLA_FINISH_MAX_TOKENS = 3,  /* params->generate->max_tokens tokens were generated */
     SPECLA_FINISH_ABORTED = 4,     /* specla_generation_abort */
     SPECLA_FINISH_ERROR = 5        /* a step failed: specla_generation_next returned its status */
 } specla_finish_reason;
@@ -729,6 +825,7 @@ SPECLA_API const char *specla_finish_reason_string(specla_finish_reason reason);
 /* One step's output. The pointers point into the generation, which owns the buffers: they stay
  * valid until the next call on it (specla_generation_next, _end or _free); copy what you keep. */
 typedef struct specla_generation_step {
+    size_t struct_size;                  /* sizeof(this struct) as the caller was compiled */
     const int32_t *tokens;               /* the tokens of this step (n_tokens; NULL when 0) */
     size_t n_tokens;
     const char *text;                    /* the text this step made final, text_len bytes plus a
@@ -739,12 +836,12 @@ typedef struct specla_generation_step {
     size_t text_len;
     specla_finish_reason finish_reason;  /* SPECLA_FINISH_NONE unless this step was the last */
     int32_t stop_index;                  /* SPECLA_FINISH_STOP_STRING: which of
-                                            params.generate.stop_strings; otherwise -1 */
+                                            params->generate->stop_strings; otherwise -1 */
 } specla_generation_step;
 
 /* Begin a generation on `session` after `prompt` (n_prompt ids; 0 continues the session's
  * context), speculative when `drafter` is not NULL (every field of params applies; without a
- * drafter only params.generate). params.generate.on_token must be NULL: the steps come from
+ * drafter only params->generate). params->generate->on_token must be NULL: the steps come from
  * specla_generation_next. Stop strings are copied; nothing passed in is kept. Everything is
  * checked here (SPECLA_ERR_INVALID_ARGUMENT naming the parameter, SPECLA_ERR_TOKEN_OUT_OF_RANGE,
  * SPECLA_ERR_STATE when the session or the drafter is in use by a generation that has not
@@ -752,14 +849,14 @@ typedef struct specla_generation_step {
  * owns the generation: release it with specla_generation_free (before or after its session). */
 SPECLA_API specla_status specla_generation_begin(specla_session *session, specla_drafter *drafter,
                                                  const int32_t *prompt, size_t n_prompt,
-                                                 specla_spec_params params, specla_generation **out);
+                                                 const specla_spec_params *params, specla_generation **out);
 
 /* The same from UTF-8 text (`prompt_len` bytes; NUL bytes are text), tokenized as
  * specla_generate_text does (BOS per the tokenizer's default, special tokens parsed);
  * SPECLA_ERR_STATE when the model has no tokenizer. */
 SPECLA_API specla_status specla_generation_begin_text(specla_session *session, specla_drafter *drafter,
                                                       const char *prompt, size_t prompt_len,
-                                                      specla_spec_params params,
+                                                      const specla_spec_params *params,
                                                       specla_generation **out);
 
 /* Run one step and describe it in `*out`. The first call feeds the prompt, in blocks (the

@@ -10,6 +10,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
+#include "api/struct_size.h"
 #include "generate/generation.h"
 #include "session/session.h"
 #include "tokenizer/tokenizer.h"
@@ -29,7 +30,51 @@ void require_caller_array(const T *ptr, size_t n, size_t limit, const char *arra
     require(ptr != nullptr, SPECLA_ERR_INVALID_ARGUMENT, array_name, " is NULL but ", count_name, " is ", n);
 }
 
+specla_sampling_params sampling_defaults() {
+    specla_sampling_params p{};
+    p.struct_size = sizeof p;
+    p.temperature = 0.f;
+    p.top_k = 0;
+    p.top_p = 1.f;
+    p.seed = 0;
+    p.repetition_penalty = 1.f;
+    p.presence_penalty = 0.f;
+    p.frequency_penalty = 0.f;
+    p.penalty_last_n = 64;
+    p.min_p = 0.f;
+    p.logit_bias = nullptr;
+    p.n_logit_bias = 0;
+    return p;
+}
+
+specla_generate_params generate_defaults() {
+    specla_generate_params p{};
+    p.struct_size = sizeof p;
+    p.sampling = nullptr;
+    p.max_tokens = 128;
+    p.on_token = nullptr;
+    p.user_data = nullptr;
+    p.stop_strings = nullptr;
+    p.n_stop_strings = 0;
+    p.stop_at_eos = true;
+    p.include_special_tokens = false;
+    p.include_stop_string = false;
+    return p;
+}
+
 }  // namespace
+
+specla_sampling_params read_sampling_params(const specla_sampling_params *caller) {
+    return read_params(caller, sampling_defaults(), "specla_sampling_params");
+}
+
+GenerateArgs read_generate_params(const specla_generate_params *caller) {
+    GenerateArgs a;
+    a.generate = read_params(caller, generate_defaults(), "specla_generate_params");
+    a.sampling = read_sampling_params(a.generate.sampling);
+    a.generate.sampling = nullptr;  // the caller's pointer is not kept beyond the read
+    return a;
+}
 
 SamplingConfig sampling_for(const specla_session *session, const specla_sampling_params &p) {
     // Written so that NaN fails every check.
@@ -85,11 +130,12 @@ uint64_t seed_for(uint64_t requested) {
     return seed;
 }
 
-GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p) {
+GenerateOptions generate_options(const specla_session *session, const GenerateArgs &args) {
+    const specla_generate_params &p = args.generate;
     require(p.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", p.max_tokens);
     GenerateOptions opts;
-    opts.sampling = sampling_for(session, p.sampling);
-    opts.seed = seed_for(p.sampling.seed);
+    opts.sampling = sampling_for(session, args.sampling);
+    opts.seed = seed_for(args.sampling.seed);
     opts.max_tokens = p.max_tokens;
     opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
     if (specla_token_callback cb = p.on_token) {
@@ -99,7 +145,8 @@ GenerateOptions generate_options(const specla_session *session, const specla_gen
     return opts;
 }
 
-TextOptions text_options(const specla_session *session, const specla_generate_params &p) {
+TextOptions text_options(const specla_session *session, const GenerateArgs &args) {
+    const specla_generate_params &p = args.generate;
     TextOptions t;
     t.tokenizer = tokenizer_of(session->model);
     t.include_special = p.include_special_tokens;
@@ -159,42 +206,21 @@ char *library_string(const std::string &text) {
 
 extern "C" {
 
-SPECLA_API specla_sampling_params specla_sampling_default_params(void) {
-    specla_sampling_params p{};
-    p.temperature = 0.f;
-    p.top_k = 0;
-    p.top_p = 1.f;
-    p.seed = 0;
-    p.repetition_penalty = 1.f;
-    p.presence_penalty = 0.f;
-    p.frequency_penalty = 0.f;
-    p.penalty_last_n = 64;
-    p.min_p = 0.f;
-    p.logit_bias = nullptr;
-    p.n_logit_bias = 0;
-    return p;
+SPECLA_API specla_status specla_sampling_params_init(specla_sampling_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, sampling_defaults(), "specla_sampling_params"); });
 }
 
-SPECLA_API specla_generate_params specla_generate_default_params(void) {
-    specla_generate_params p{};
-    p.sampling = specla_sampling_default_params();
-    p.max_tokens = 128;
-    p.on_token = nullptr;
-    p.user_data = nullptr;
-    p.stop_strings = nullptr;
-    p.n_stop_strings = 0;
-    p.stop_at_eos = true;
-    p.include_special_tokens = false;
-    p.include_stop_string = false;
-    return p;
+SPECLA_API specla_status specla_generate_params_init(specla_generate_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, generate_defaults(), "specla_generate_params"); });
 }
 
 SPECLA_API specla_status specla_generate(specla_session *session, const int32_t *prompt, size_t n_prompt,
-                                         specla_generate_params params, int32_t *out_tokens, size_t out_capacity,
-                                         size_t *n_out) {
+                                         const specla_generate_params *caller_params, int32_t *out_tokens,
+                                         size_t out_capacity, size_t *n_out) {
     if (n_out) *n_out = 0;
     return guarded([&] {
-        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.max_tokens);
+        const GenerateArgs params = read_generate_params(caller_params);
+        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.generate.max_tokens);
         require_no_generation(session);
         TextOptions text = text_options(session, params);
         SpecOptions opts;
@@ -206,10 +232,12 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
 }
 
 SPECLA_API specla_status specla_generate_text(specla_session *session, const char *prompt,
-                                              specla_generate_params params, char **out_text, size_t *n_generated) {
+                                              const specla_generate_params *caller_params, char **out_text,
+                                              size_t *n_generated) {
     if (out_text) *out_text = nullptr;
     if (n_generated) *n_generated = 0;
     return guarded([&] {
+        const GenerateArgs params = read_generate_params(caller_params);
         require_arg(session, "session");
         require_arg(prompt, "prompt");
         require_no_generation(session);

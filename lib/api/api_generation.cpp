@@ -7,6 +7,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
+#include "api/struct_size.h"
 #include "generate/generation.h"
 #include "session/session.h"
 
@@ -39,15 +40,17 @@ specla_finish_reason finish_reason_of(FinishReason r) {
 }
 
 specla_status begin(specla_session *session, specla_drafter *drafter, const int32_t *prompt, size_t n_prompt,
-                    const char *text, size_t text_len, const specla_spec_params &params, specla_generation **out) {
+                    const char *text, size_t text_len, const specla_spec_params *caller_params,
+                    specla_generation **out) {
     if (out) *out = nullptr;
     return guarded([&] {
+        const SpecArgs params = read_spec_params(caller_params);
         require_arg(session, "session");
         require_arg(out, "out");
         require(n_prompt == 0 || prompt != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "prompt must not be NULL");
         require_no_generation(session, drafter);
-        require(params.generate.on_token == nullptr, SPECLA_ERR_INVALID_ARGUMENT,
-                "params.generate.on_token must be NULL: a pull generation hands its steps back from "
+        require(params.generate.generate.on_token == nullptr, SPECLA_ERR_INVALID_ARGUMENT,
+                "params->generate->on_token must be NULL: a pull generation hands its steps back from "
                 "specla_generation_next");
         std::vector<int32_t> ids;
         if (text) {
@@ -114,14 +117,14 @@ SPECLA_API const char *specla_finish_reason_string(specla_finish_reason reason) 
 }
 
 SPECLA_API specla_status specla_generation_begin(specla_session *session, specla_drafter *drafter,
-                                                 const int32_t *prompt, size_t n_prompt, specla_spec_params params,
-                                                 specla_generation **out) {
+                                                 const int32_t *prompt, size_t n_prompt,
+                                                 const specla_spec_params *params, specla_generation **out) {
     return begin(session, drafter, prompt, n_prompt, nullptr, 0, params, out);
 }
 
 SPECLA_API specla_status specla_generation_begin_text(specla_session *session, specla_drafter *drafter,
-                                                      const char *prompt, size_t prompt_len, specla_spec_params params,
-                                                      specla_generation **out) {
+                                                      const char *prompt, size_t prompt_len,
+                                                      const specla_spec_params *params, specla_generation **out) {
     if (!prompt) {  // begin() tells a text prompt by its pointer
         if (out) *out = nullptr;
         return guarded([] { require_arg(nullptr, "prompt"); });
@@ -130,26 +133,26 @@ SPECLA_API specla_status specla_generation_begin_text(specla_session *session, s
 }
 
 SPECLA_API specla_status specla_generation_next(specla_generation *gen, specla_generation_step *out) {
-    if (out) {
-        *out = specla_generation_step{};
-        out->text = "";
-        out->stop_index = -1;
-    }
     return guarded([&] {
-        require_live(gen);
         require_arg(out, "out");
+        specla_generation_step r{};  // what a failed step reports: nothing
+        r.text = "";
+        r.stop_index = -1;
+        write_info(out, r, "specla_generation_step");
+        require_live(gen);
         Generation &g = *gen->impl;
         require(!g.finished(), SPECLA_ERR_STATE, "the generation has finished (",
                 specla_finish_reason_string(finish_reason_of(g.reason())),
                 "): end it with specla_generation_end");
         g.next(gen->step);
         const GenerationStep &s = gen->step;
-        out->tokens = s.tokens.empty() ? nullptr : s.tokens.data();
-        out->n_tokens = s.tokens.size();
-        out->text = s.text.c_str();
-        out->text_len = s.text.size();
-        out->finish_reason = finish_reason_of(g.reason());
-        out->stop_index = g.reason() == FinishReason::StopString ? g.stop_index() : -1;
+        r.tokens = s.tokens.empty() ? nullptr : s.tokens.data();
+        r.n_tokens = s.tokens.size();
+        r.text = s.text.c_str();
+        r.text_len = s.text.size();
+        r.finish_reason = finish_reason_of(g.reason());
+        r.stop_index = g.reason() == FinishReason::StopString ? g.stop_index() : -1;
+        write_info(out, r, "specla_generation_step");
     });
 }
 

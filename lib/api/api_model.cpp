@@ -3,15 +3,16 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "api/struct_size.h"
 #include "engine/model.h"
 #include "tokenizer/tokenizer.h"
 
 using namespace specla;
 
-extern "C" {
-
-SPECLA_API specla_model_params specla_model_default_params(void) {
+namespace {
+specla_model_params model_defaults() {
     specla_model_params p{};
+    p.struct_size = sizeof p;
     p.backend = SPECLA_BACKEND_CPU;
     p.device = 0;
     p.n_threads = 0;
@@ -21,12 +22,21 @@ SPECLA_API specla_model_params specla_model_default_params(void) {
     p.load_tokenizer = true;
     return p;
 }
+}  // namespace
 
-SPECLA_API specla_status specla_model_load(const char *folder, specla_model_params params, specla_model **out) {
+extern "C" {
+
+SPECLA_API specla_status specla_model_params_init(specla_model_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, model_defaults(), "specla_model_params"); });
+}
+
+SPECLA_API specla_status specla_model_load(const char *folder, const specla_model_params *caller_params,
+                                           specla_model **out) {
     if (out) *out = nullptr;
     return guarded([&] {
         require_arg(folder, "folder");
         require_arg(out, "out");
+        const specla_model_params params = read_params(caller_params, model_defaults(), "specla_model_params");
         require(params.n_threads >= 0, SPECLA_ERR_INVALID_ARGUMENT, "n_threads must not be negative");
         require(params.n_threads <= SPECLA_LIMIT_THREADS, SPECLA_ERR_INVALID_ARGUMENT, "n_threads (",
                 params.n_threads, ") exceeds SPECLA_LIMIT_THREADS (", SPECLA_LIMIT_THREADS, ")");
@@ -78,7 +88,7 @@ SPECLA_API specla_status specla_model_get_info(const specla_model *model, specla
                         size_t(c.recurrent_state_floats_per_layer() + c.conv_cache_floats_per_layer()) * sizeof(float);
         i.backend = model->impl->backend().kind();
         i.has_tokenizer = model->tokenizer != nullptr;
-        *out = i;
+        write_info(out, i, "specla_model_info");
     });
 }
 
@@ -94,7 +104,7 @@ SPECLA_API specla_status specla_model_memory_stats(const specla_model *model, sp
         s.arena_peak_bytes = m.arena_peak_bytes;
         s.arena_blocks = m.arena_blocks;
         s.live_allocations = m.live_allocations;
-        *out = s;
+        write_info(out, s, "specla_memory_stats");
     });
 }
 

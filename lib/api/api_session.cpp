@@ -3,6 +3,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
+#include "api/struct_size.h"
 #include "session/session.h"
 
 using namespace specla;
@@ -18,23 +19,28 @@ Session &idle_session_of(specla_session *s) {
     require_no_generation(s);
     return session;
 }
-}  // namespace
-
-extern "C" {
-
-SPECLA_API specla_session_params specla_session_default_params(void) {
+specla_session_params session_defaults() {
     specla_session_params p{};
+    p.struct_size = sizeof p;
     p.max_tree_nodes = 64;
     p.max_batch_tokens = 512;
     return p;
 }
+}  // namespace
 
-SPECLA_API specla_status specla_session_create(specla_model *model, specla_session_params params,
+extern "C" {
+
+SPECLA_API specla_status specla_session_params_init(specla_session_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, session_defaults(), "specla_session_params"); });
+}
+
+SPECLA_API specla_status specla_session_create(specla_model *model, const specla_session_params *caller_params,
                                                specla_session **out) {
     if (out) *out = nullptr;
     return guarded([&] {
         require_arg(model, "model");
         require_arg(out, "out");
+        const specla_session_params params = read_params(caller_params, session_defaults(), "specla_session_params");
         require(params.max_tree_nodes >= 1 && params.max_tree_nodes <= 4096, SPECLA_ERR_INVALID_ARGUMENT,
                 "max_tree_nodes must be in [1, 4096], got ", params.max_tree_nodes);
         require(params.max_batch_tokens >= 1 && params.max_batch_tokens <= 65536, SPECLA_ERR_INVALID_ARGUMENT,

@@ -2,6 +2,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
+#include "api/struct_size.h"
 #include "session/session.h"
 #include "session/session_state.h"
 
@@ -76,7 +77,7 @@ SPECLA_API specla_status specla_session_get_memory(const specla_session *session
         r.host_bytes = m.backend.host_bytes + m.own_bytes + m.context_bytes;
         r.device_bytes = m.backend.device_bytes;
         r.total_bytes = r.host_bytes + r.device_bytes;
-        *out = r;
+        write_info(out, r, "specla_session_memory");
     });
 }
 

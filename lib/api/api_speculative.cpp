@@ -8,6 +8,7 @@
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
+#include "api/struct_size.h"
 #include "sampling/rng.h"
 #include "generate/generation.h"
 #include "session/session.h"
@@ -29,9 +30,52 @@ TreeAlgorithm algorithm_from(specla_tree_algorithm a) {
     fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", int(a));
 }
 
+specla_drafter_params drafter_defaults() {
+    specla_drafter_params p{};
+    p.struct_size = sizeof p;
+    p.type = SPECLA_DRAFTER_PROMPT_LOOKUP;
+    p.min_ngram = 2;
+    p.max_ngram = 4;
+    p.max_draft_len = 8;
+    p.max_branches = 2;
+    p.path = nullptr;
+    return p;
+}
+
+specla_spec_params spec_defaults() {
+    specla_spec_params p{};
+    p.struct_size = sizeof p;
+    p.generate = nullptr;
+    p.max_draft_nodes = 4;
+    p.max_draft_depth = 8;
+    p.tree_algorithm = SPECLA_TREE_AUTO;
+    p.deferred_commit = true;
+    p.tree_top_k = 4;
+    p.tree_prune_margin = 8.f;
+    p.tree_size_from_cost = true;
+    return p;
+}
+
+specla_verify_params verify_defaults() {
+    specla_verify_params p{};
+    p.struct_size = sizeof p;
+    p.sampling = nullptr;
+    p.deferred_commit = true;
+    p.tree_algorithm = SPECLA_TREE_AUTO;
+    return p;
+}
+
 }  // namespace
 
 namespace specla {
+
+SpecArgs read_spec_params(const specla_spec_params *caller) {
+    SpecArgs a;
+    a.spec = read_params(caller, spec_defaults(), "specla_spec_params");
+    a.generate = read_generate_params(a.spec.generate);
+    a.spec.generate = nullptr;  // the caller's pointer is not kept beyond the read
+    return a;
+}
 
 void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     if (!out) return;
@@ -46,10 +90,11 @@ void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     std::copy(s.drafted_at_depth, s.drafted_at_depth + kSpecMaxDepthStats, r.drafted_at_depth);
     std::copy(s.accepted_at_depth, s.accepted_at_depth + kSpecMaxDepthStats, r.accepted_at_depth);
     r.seed = s.seed;
-    *out = r;
+    write_info(out, r, "specla_spec_stats");
 }
 
-SpecOptions spec_options(const specla_session *session, const specla_drafter *drafter, const specla_spec_params &p) {
+SpecOptions spec_options(const specla_session *session, const specla_drafter *drafter, const SpecArgs &args) {
+    const specla_spec_params &p = args.spec;
     require_arg(drafter, "drafter");
     require(drafter->model == session->model, SPECLA_ERR_INVALID_ARGUMENT,
             "the drafter was created for another model than the session's");
@@ -59,7 +104,7 @@ SpecOptions spec_options(const specla_session *session, const specla_drafter *dr
             "tree_top_k must be in [1, SPECLA_LIMIT_DRAFT_TOP_K = ", SPECLA_LIMIT_DRAFT_TOP_K, "], got ", p.tree_top_k);
     require(!std::isnan(p.tree_prune_margin), SPECLA_ERR_INVALID_ARGUMENT, "tree_prune_margin must not be NaN");
     SpecOptions opts;
-    opts.gen = generate_options(session, p.generate);
+    opts.gen = generate_options(session, args.generate);
     opts.budget.max_nodes = p.max_draft_nodes;
     opts.budget.max_depth = p.max_draft_depth;
     opts.budget.top_k = p.tree_top_k;
@@ -75,7 +120,7 @@ SpecOptions spec_options(const specla_session *session, const specla_drafter *dr
 namespace {
 
 GenerationResult run_speculative(specla_session *session, specla_drafter *drafter, const int32_t *prompt,
-                                 size_t n_prompt, const specla_spec_params &p, specla_spec_stats *stats_out) {
+                                 size_t n_prompt, const SpecArgs &p, specla_spec_stats *stats_out) {
     require_no_generation(session, drafter);
     TextOptions text = text_options(session, p.generate);
     const SpecOptions opts = spec_options(session, drafter, p);
@@ -88,23 +133,25 @@ GenerationResult run_speculative(specla_session *session, specla_drafter *drafte
 
 extern "C" {
 
-SPECLA_API specla_drafter_params specla_drafter_default_params(void) {
-    specla_drafter_params p{};
-    p.type = SPECLA_DRAFTER_PROMPT_LOOKUP;
-    p.min_ngram = 2;
-    p.max_ngram = 4;
-    p.max_draft_len = 8;
-    p.max_branches = 2;
-    p.path = nullptr;
-    return p;
+SPECLA_API specla_status specla_drafter_params_init(specla_drafter_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, drafter_defaults(), "specla_drafter_params"); });
 }
 
-SPECLA_API specla_status specla_drafter_create(const specla_model *model, specla_drafter_params params,
+SPECLA_API specla_status specla_spec_params_init(specla_spec_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, spec_defaults(), "specla_spec_params"); });
+}
+
+SPECLA_API specla_status specla_verify_params_init(specla_verify_params *params, size_t struct_size) {
+    return guarded([&] { init_params(params, struct_size, verify_defaults(), "specla_verify_params"); });
+}
+
+SPECLA_API specla_status specla_drafter_create(const specla_model *model, const specla_drafter_params *caller_params,
                                                specla_drafter **out) {
     if (out) *out = nullptr;
     return guarded([&] {
         require_arg(model, "model");
         require_arg(out, "out");
+        const specla_drafter_params params = read_params(caller_params, drafter_defaults(), "specla_drafter_params");
         auto handle = std::make_unique<specla_drafter>();
         if (params.type == SPECLA_DRAFTER_EAGLE) {
             require(params.path != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
@@ -137,26 +184,14 @@ SPECLA_API void specla_drafter_free(specla_drafter *drafter) {
     delete drafter;
 }
 
-SPECLA_API specla_spec_params specla_spec_default_params(void) {
-    specla_spec_params p{};
-    p.generate = specla_generate_default_params();
-    p.max_draft_nodes = 4;
-    p.max_draft_depth = 8;
-    p.tree_algorithm = SPECLA_TREE_AUTO;
-    p.deferred_commit = true;
-    p.tree_top_k = 4;
-    p.tree_prune_margin = 8.f;
-    p.tree_size_from_cost = true;
-    return p;
-}
-
 SPECLA_API specla_status specla_generate_speculative(specla_session *session, specla_drafter *drafter,
-                                                     const int32_t *prompt, size_t n_prompt, specla_spec_params params,
-                                                     int32_t *out_tokens, size_t out_capacity, size_t *n_out,
-                                                     specla_spec_stats *stats) {
+                                                     const int32_t *prompt, size_t n_prompt,
+                                                     const specla_spec_params *caller_params, int32_t *out_tokens,
+                                                     size_t out_capacity, size_t *n_out, specla_spec_stats *stats) {
     if (n_out) *n_out = 0;
     return guarded([&] {
-        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.generate.max_tokens);
+        const SpecArgs params = read_spec_params(caller_params);
+        check_generate_args(session, prompt, n_prompt, out_tokens, out_capacity, params.generate.generate.max_tokens);
         const GenerationResult r = run_speculative(session, drafter, prompt, n_prompt, params, stats);
         if (out_tokens) std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
         if (n_out) *n_out = r.tokens.size();
@@ -164,12 +199,13 @@ SPECLA_API specla_status specla_generate_speculative(specla_session *session, sp
 }
 
 SPECLA_API specla_status specla_generate_speculative_text(specla_session *session, specla_drafter *drafter,
-                                                          const char *prompt, specla_spec_params params,
+                                                          const char *prompt, const specla_spec_params *caller_params,
                                                           char **out_text, size_t *n_generated,
                                                           specla_spec_stats *stats) {
     if (out_text) *out_text = nullptr;
     if (n_generated) *n_generated = 0;
     return guarded([&] {
+        const SpecArgs params = read_spec_params(caller_params);
         require_arg(session, "session");
         require_arg(prompt, "prompt");
         require_no_generation(session, drafter);
@@ -182,11 +218,13 @@ SPECLA_API specla_status specla_generate_speculative_text(specla_session *sessio
 
 SPECLA_API specla_status specla_session_verify_tree(specla_session *session, const int32_t *tokens,
                                                     const int32_t *parents, size_t n_nodes, const float *draft_dists,
-                                                    specla_sampling_params sampling, bool deferred_commit,
-                                                    int32_t *accepted_nodes, size_t *n_accepted, int32_t *bonus_token,
-                                                    float *node_logits) {
+                                                    const specla_verify_params *caller_params, int32_t *accepted_nodes,
+                                                    size_t *n_accepted, int32_t *bonus_token, float *node_logits) {
     if (n_accepted) *n_accepted = 0;
     return guarded([&] {
+        const specla_verify_params params = read_params(caller_params, verify_defaults(), "specla_verify_params");
+        const specla_sampling_params sampling = read_sampling_params(params.sampling);
+        const TreeAlgorithm algorithm = algorithm_from(params.tree_algorithm);
         require_arg(session, "session");
         require_no_generation(session);
         require_arg(n_accepted, "n_accepted");
@@ -207,8 +245,8 @@ SPECLA_API specla_status specla_session_verify_tree(specla_session *session, con
         tree.parents.assign(parents, parents + n_nodes);
         if (draft_dists) tree.draft_dists.assign(draft_dists, draft_dists + dist_floats);
         Rng rng(seed_for(sampling.seed));
-        StepResult r = verify_accept_commit(s, tree, cfg, rng, deferred_commit, TreeAlgorithm::Auto,
-                                            node_logits != nullptr);
+        StepResult r =
+            verify_accept_commit(s, tree, cfg, rng, params.deferred_commit, algorithm, node_logits != nullptr);
         std::copy(r.accept.path.begin(), r.accept.path.end(), accepted_nodes);
         *n_accepted = r.accept.path.size();
         *bonus_token = r.accept.bonus;

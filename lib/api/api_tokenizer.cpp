@@ -6,6 +6,7 @@
 
 #include "api/guard.h"
 #include "api/handles.h"
+#include "api/struct_size.h"
 #include "tokenizer/tokenizer.h"
 
 struct specla_stream_decoder {
@@ -80,7 +81,7 @@ SPECLA_API specla_status specla_tokenizer_get_info(const specla_tokenizer *token
         info.bos_token_id = t.bos_id();
         info.eos_token_id = t.eos_id();
         info.add_bos_default = t.add_bos_default();
-        *out = info;
+        specla::write_info(out, info, "specla_tokenizer_info");
     });
 }
 

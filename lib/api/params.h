@@ -18,6 +18,21 @@ namespace specla {
 
 class Tokenizer;
 
+// A caller's generation parameters read (struct_size.h: defaults for what an older caller does
+// not pass) together with the sampling parameters they point to (NULL: the defaults).
+struct GenerateArgs {
+    specla_generate_params generate;
+    specla_sampling_params sampling;
+};
+// A caller's speculative parameters read with the generation (and sampling) parameters they point to.
+struct SpecArgs {
+    specla_spec_params spec;
+    GenerateArgs generate;
+};
+specla_sampling_params read_sampling_params(const specla_sampling_params *caller);
+GenerateArgs read_generate_params(const specla_generate_params *caller);
+SpecArgs read_spec_params(const specla_spec_params *caller);
+
 // Checks and converts; throws SPECLA_ERR_INVALID_ARGUMENT naming the bad field. The candidates
 // are the ids the model's tokenizer defines: a model vocabulary padded beyond the tokenizer's
 // (public checkpoints round it up) has ids that are not tokens, and they are never generated.
@@ -27,14 +42,14 @@ SamplingConfig sampling_for(const specla_session *session, const specla_sampling
 uint64_t seed_for(uint64_t requested);
 // The engine's generation options from the C params: sampling checked, the seed resolved, EOS per stop_at_eos,
 // the C callback (if any) as the per-token hook.
-GenerateOptions generate_options(const specla_session *session, const specla_generate_params &p);
+GenerateOptions generate_options(const specla_session *session, const GenerateArgs &p);
 // The text options: stop strings checked (their count before the array is read) and copied,
 // the model's tokenizer, special tokens and stop strings in or out of the text.
-TextOptions text_options(const specla_session *session, const specla_generate_params &p);
+TextOptions text_options(const specla_session *session, const GenerateArgs &p);
 // The speculative options: generate_options plus the draft budget and tree parameters, checked,
 // and the drafter checked (not NULL, of the session's model).
-SpecOptions spec_options(const specla_session *session, const specla_drafter *drafter, const specla_spec_params &p);
-// The engine's statistics as the C struct; out may be NULL.
+SpecOptions spec_options(const specla_session *session, const specla_drafter *drafter, const SpecArgs &p);
+// The engine's statistics written to the caller's struct (struct_size.h); out may be NULL.
 void fill_stats(const SpecStats &s, specla_spec_stats *out);
 
 // The model's tokenizer or null.

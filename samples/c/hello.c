@@ -12,13 +12,13 @@ int main(int argc, char **argv) {
     printf("SpecLA %s\n", specla_version());
 
     specla_model *model = NULL;
-    specla_status st = specla_model_load(argv[1], specla_model_default_params(), &model);
+    specla_status st = specla_model_load(argv[1], NULL, &model); /* NULL: the default params */
     if (st != SPECLA_OK) {
         fprintf(stderr, "load failed: %s\n", specla_last_error());
         return 1;
     }
     specla_session *session = NULL;
-    st = specla_session_create(model, specla_session_default_params(), &session);
+    st = specla_session_create(model, NULL, &session);
     if (st != SPECLA_OK) {
         fprintf(stderr, "session failed: %s\n", specla_last_error());
         specla_model_free(model);
@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
     specla_generate_params gp = specla_generate_default_params();
     gp.max_tokens = 16;
     gp.stop_at_eos = false;
-    st = specla_generate(session, prompt, 3, gp, out, 16, &n);
+    st = specla_generate(session, prompt, 3, &gp, out, 16, &n);
     if (st == SPECLA_OK) {
         for (size_t i = 0; i < n; ++i) printf("%s%d", i ? "," : "", out[i]);
         printf("\n");

@@ -25,7 +25,8 @@ struct BenchOptions {
     PromptOptions prompt;
     int32_t max_tokens = 128;
     int repeats = 3;
-    specla_spec_params spec = specla_spec_default_params();
+    specla_generate_params generate = specla_generate_default_params();
+    specla_spec_params spec = specla_spec_default_params();  // points at generate (run_bench)
     specla_drafter_params drafter = specla_drafter_default_params();
     bool json = false;
 };
@@ -33,24 +34,25 @@ struct BenchOptions {
 struct Run1 {
     double first_step_s = 0, decode_s = 0;
     size_t first_tokens = 0, tokens = 0;
-    specla_spec_stats stats{};
+    specla_spec_stats stats{sizeof(specla_spec_stats)};
     std::vector<int32_t> ids;
     bool aborted = false;
 };
 
 // One greedy generation of exactly max_tokens tokens (EOS does not stop it) on a fresh context.
-Run1 run_once(const Loaded &l, specla_drafter *drafter, const std::vector<int32_t> &prompt, specla_spec_params p) {
+Run1 run_once(const Loaded &l, specla_drafter *drafter, const std::vector<int32_t> &prompt,
+              const specla_spec_params &p) {
     specla_status st = specla_session_reset(l.session);
     if (st != SPECLA_OK) die("cannot reset the session", st);
     Run1 r;
     using clock = std::chrono::steady_clock;
     const auto t0 = clock::now();
     specla_generation *gen = nullptr;
-    st = specla_generation_begin(l.session, drafter, prompt.data(), prompt.size(), p, &gen);
+    st = specla_generation_begin(l.session, drafter, prompt.data(), prompt.size(), &p, &gen);
     if (st != SPECLA_OK) die("generation failed", st);
     {
         interrupt::WatchGeneration watch(gen);
-        specla_generation_step step{};
+        specla_generation_step step{sizeof(specla_generation_step)};
         auto t_first = t0;
         do {
             st = specla_generation_next(gen, &step);
@@ -93,10 +95,9 @@ int run_bench(BenchOptions &o) {
     PromptOptions prompt = o.prompt;
     if (!prompt.given()) prompt.text = kDefaultPrompt;
     const std::vector<int32_t> ids = prompt_ids(l, prompt);
-    specla_generate_params gp = specla_generate_default_params();
-    gp.max_tokens = o.max_tokens;
-    gp.stop_at_eos = false;  // every run makes the same number of tokens
-    o.spec.generate = gp;
+    o.generate.max_tokens = o.max_tokens;
+    o.generate.stop_at_eos = false;  // every run makes the same number of tokens
+    o.spec.generate = &o.generate;
 
     std::vector<ModeResult> results;
     std::vector<int32_t> reference;
@@ -107,7 +108,7 @@ int run_bench(BenchOptions &o) {
         for (int rep = 0; rep < o.repeats; ++rep) {
             specla_drafter *drafter = nullptr;  // fresh per run: a drafter indexes its sequence
             if (speculative) {
-                const specla_status st = specla_drafter_create(l.model, o.drafter, &drafter);
+                const specla_status st = specla_drafter_create(l.model, &o.drafter, &drafter);
                 if (st != SPECLA_OK) die("cannot create the drafter", st);
             }
             const Run1 r = run_once(l, drafter, ids, o.spec);

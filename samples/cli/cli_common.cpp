@@ -95,14 +95,14 @@ void load(const ModelOptions &o, Loaded &l) {
     mp.device = o.device;
     mp.n_threads = o.threads;
     mp.progress_callback = continue_loading;
-    specla_status st = specla_model_load(o.model.c_str(), mp, &l.model);
+    specla_status st = specla_model_load(o.model.c_str(), &mp, &l.model);
     if (st == SPECLA_ERR_ABORTED && interrupt::requested()) {
         std::fprintf(stderr, "specla: interrupted while loading the model\n");
         std::exit(kExitInterrupted);
     }
     if (st != SPECLA_OK) die("cannot load model '" + o.model + "'", st);
     specla_model_get_info(l.model, &l.info);
-    st = specla_session_create(l.model, specla_session_default_params(), &l.session);
+    st = specla_session_create(l.model, nullptr, &l.session);
     if (st != SPECLA_OK) die("cannot create a session", st);
 }
 
@@ -118,7 +118,7 @@ std::vector<int32_t> tokenize_text(const specla_tokenizer *tok, const std::strin
 }
 
 std::vector<int32_t> tokenize_prompt(const specla_tokenizer *tok, const std::string &text) {
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info{sizeof(specla_tokenizer_info)};
     specla_tokenizer_get_info(tok, &info);
     std::vector<int32_t> ids = tokenize_text(tok, text, info.add_bos_default, true);
     if (ids.empty()) {

@@ -44,7 +44,7 @@ void print_ids(const std::vector<int32_t> &ids);
 struct Loaded {
     specla_model *model = nullptr;
     specla_session *session = nullptr;
-    specla_model_info info{};
+    specla_model_info info{sizeof(specla_model_info)};
     Loaded() = default;
     Loaded(const Loaded &) = delete;
     Loaded &operator=(const Loaded &) = delete;

@@ -80,14 +80,14 @@ int run_generate(GenerateOptions &o) {
     for (const auto &s : o.stops) stop_ptrs.push_back(s.c_str());
     o.generate.stop_strings = stop_ptrs.empty() ? nullptr : stop_ptrs.data();
     o.generate.n_stop_strings = stop_ptrs.size();
-    o.generate.sampling = o.sampling;
-    o.spec.generate = o.generate;  // without a drafter only .generate is read
+    o.generate.sampling = &o.sampling;
+    o.spec.generate = &o.generate;  // without a drafter only .generate is read
 
     Loaded l;
     load(o.model, l);
     specla_drafter *drafter = nullptr;
     if (o.speculative) {
-        const specla_status st = specla_drafter_create(l.model, o.drafter, &drafter);
+        const specla_status st = specla_drafter_create(l.model, &o.drafter, &drafter);
         if (st != SPECLA_OK) die("cannot create the drafter", st);
     }
     // Both inputs become ids; the generation hands back each step's ids and final text (the
@@ -102,9 +102,9 @@ int run_generate(GenerateOptions &o) {
     std::vector<int32_t> out;
     const auto t0 = std::chrono::steady_clock::now();
     specla_generation *gen = nullptr;
-    specla_status st = specla_generation_begin(l.session, drafter, ids.data(), ids.size(), o.spec, &gen);
+    specla_status st = specla_generation_begin(l.session, drafter, ids.data(), ids.size(), &o.spec, &gen);
     if (st != SPECLA_OK) die("generation failed", st);
-    specla_generation_step step{};
+    specla_generation_step step{sizeof(specla_generation_step)};
     size_t n = 0;
     {
         interrupt::WatchGeneration watch(gen);
@@ -120,7 +120,7 @@ int run_generate(GenerateOptions &o) {
             }
         } while (step.finish_reason == SPECLA_FINISH_NONE);
     }
-    specla_spec_stats stats{};
+    specla_spec_stats stats{sizeof(specla_spec_stats)};
     specla_generation_stats(gen, &stats);
     specla_generation_free(gen);
     if (!text_input) print_ids(out);

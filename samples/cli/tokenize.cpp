@@ -35,7 +35,7 @@ int run_tokenize(const TokenizeOptions &o) {
     specla_status st = specla_tokenizer_load(o.model.c_str(), &tok);
     if (st != SPECLA_OK) die("cannot load the tokenizer of '" + o.model + "'", st);
     std::unique_ptr<specla_tokenizer, void (*)(specla_tokenizer *)> owner(tok, specla_tokenizer_free);
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info{sizeof(specla_tokenizer_info)};
     specla_tokenizer_get_info(tok, &info);
     const bool add_bos = info.add_bos_default && !o.no_bos;
     const std::string text = read_prompt_text(o.prompt);

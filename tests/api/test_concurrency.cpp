@@ -53,15 +53,15 @@ Outputs generate_all(specla_model *model, const std::vector<int32_t> &prompt, in
     Outputs o;
     specla_session *s = nullptr;
     specla_drafter *d = nullptr;
-    if (specla_session_create(model, specla_session_default_params(), &s) != SPECLA_OK ||
-        specla_drafter_create(model, specla_drafter_default_params(), &d) != SPECLA_OK) {
+    if (specla_session_create(model, nullptr, &s) != SPECLA_OK ||
+        specla_drafter_create(model, nullptr, &d) != SPECLA_OK) {
         o.error = specla_last_error();
         specla_session_free(s);
         return o;
     }
     auto run = [&](std::vector<int32_t> &out, bool sample, bool spec) {
         if (!o.error.empty()) return;
-        specla_spec_params sp = specla_spec_default_params();
+        test::SpecParams sp;
         sp.generate.max_tokens = max_tokens;
         sp.generate.stop_at_eos = false;
         if (sample) {
@@ -73,9 +73,9 @@ Outputs generate_all(specla_model *model, const std::vector<int32_t> &prompt, in
         size_t n = 0;
         specla_session_reset(s);
         const specla_status st =
-            spec ? specla_generate_speculative(s, d, prompt.data(), prompt.size(), sp, out.data(), out.size(), &n,
+            spec ? specla_generate_speculative(s, d, prompt.data(), prompt.size(), sp.get(), out.data(), out.size(), &n,
                                                nullptr)
-                 : specla_generate(s, prompt.data(), prompt.size(), sp.generate, out.data(), out.size(), &n);
+                 : specla_generate(s, prompt.data(), prompt.size(), sp.generate.get(), out.data(), out.size(), &n);
         if (st != SPECLA_OK) o.error = specla_last_error();
         out.resize(n);
     };
@@ -216,7 +216,7 @@ TEST_CASE("concurrency: log callbacks installed while other threads log") {
         }
         for (int i = 0; i < 2; ++i) {
             specla_model *m = nullptr;
-            if (specla_model_load(folder.c_str(), specla_model_default_params(), &m) != SPECLA_OK) ++load_failures;
+            if (specla_model_load(folder.c_str(), nullptr, &m) != SPECLA_OK) ++load_failures;
             specla_model_free(m);
         }
         if (t == kThreads - 1) loading_done = true;
@@ -241,8 +241,7 @@ TEST_CASE("concurrency: each thread keeps its own last-error message") {
         const std::string path = "/nonexistent/specla/thread-" + std::to_string(t);
         for (int i = 0; i < 20; ++i) {
             specla_model *m = nullptr;
-            if (specla_model_load(path.c_str(), specla_model_default_params(), &m) != SPECLA_ERR_IO)
-                ++wrong;
+            if (specla_model_load(path.c_str(), nullptr, &m) != SPECLA_ERR_IO) ++wrong;
             const std::string msg = specla_last_error();
             if (!contains(msg, path)) ++wrong;
             for (int u = 0; u < kThreads; ++u)

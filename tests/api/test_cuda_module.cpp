@@ -49,7 +49,7 @@ TEST_CASE("the CUDA module logs through the library's callback and reports throu
     specla_model_params p = specla_model_default_params();
     p.backend = SPECLA_BACKEND_CUDA;
     specla_model *model = nullptr;
-    const specla_status st = specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), p, &model);
+    const specla_status st = specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), &p, &model);
     const std::string error = specla_last_error();
     specla_set_log_callback(nullptr, nullptr, SPECLA_LOG_WARN);
     INFO("status ", int(st), ": ", error);

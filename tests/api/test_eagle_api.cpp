@@ -19,11 +19,11 @@
 namespace {
 
 std::vector<int32_t> speculative(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt,
-                                 specla_spec_params p, specla_spec_stats *stats) {
+                                 test::SpecParams p, specla_spec_stats *stats) {
     std::vector<int32_t> out(size_t(p.generate.max_tokens));
     size_t n = 0;
     const specla_status st =
-        specla_generate_speculative(s, d, prompt.data(), prompt.size(), p, out.data(), out.size(), &n, stats);
+        specla_generate_speculative(s, d, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n, stats);
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     out.resize(n);
@@ -40,7 +40,8 @@ specla_drafter_params eagle_params(const std::string &folder) {
 struct EagleHandle {
     specla_drafter *d = nullptr;
     EagleHandle(specla_model *m, const std::string &folder) {
-        const specla_status st = specla_drafter_create(m, eagle_params(folder), &d);
+        const specla_drafter_params params = eagle_params(folder);
+        const specla_status st = specla_drafter_create(m, &params, &d);
         INFO(folder, ": ", std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
@@ -119,7 +120,8 @@ struct BadDrafter {
 void expect_refused(specla_model *m, const std::string &folder, specla_status status,
                     const std::vector<std::string> &named) {
     specla_drafter *d = reinterpret_cast<specla_drafter *>(1);
-    const specla_status st = specla_drafter_create(m, eagle_params(folder), &d);
+    const specla_drafter_params params = eagle_params(folder);
+    const specla_status st = specla_drafter_create(m, &params, &d);
     const std::string msg = specla_last_error();
     INFO("message: ", msg);
     CHECK(st == status);
@@ -140,7 +142,7 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy (gdn_tiny_a, fix
         prompts.push_back(p);
     }
     for (const auto &prompt : prompts) {
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 32;
         gp.stop_at_eos = false;
         test::SessionHandle plain(model.m);
@@ -149,14 +151,14 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy (gdn_tiny_a, fix
             for (bool deferred : {true, false}) {
                 test::SessionHandle s(model.m);
                 EagleHandle d(model.m, test::fixture_dir("eagle_tiny_a"));
-                specla_spec_params p = specla_spec_default_params();
+                test::SpecParams p;
                 p.generate = gp;
                 p.max_draft_nodes = 12;
                 p.max_draft_depth = 5;
                 p.tree_top_k = 3;
                 p.tree_size_from_cost = !fixed_size;
                 p.deferred_commit = deferred;
-                specla_spec_stats stats{};
+                specla_spec_stats stats = test::info_struct<specla_spec_stats>();
                 INFO("prompt of ", prompt.size(), " tokens, fixed size ", fixed_size, ", deferred ", deferred);
                 CHECK(speculative(s.s, d.d, prompt, p, &stats) == want);
                 if (fixed_size) CHECK(stats.drafted > 0);
@@ -168,7 +170,7 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy (gdn_tiny_a, fix
         }
     }
     // Sampled generation with the drafter's distributions runs and is reproducible from its seed.
-    specla_spec_params p = specla_spec_default_params();
+    test::SpecParams p;
     p.generate.max_tokens = 24;
     p.generate.stop_at_eos = false;
     p.generate.sampling.temperature = 0.9f;
@@ -197,18 +199,18 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy on gdn-pycode-22
     size_t checked = 0;
     for (size_t i = 0; i < prompts.size(); i += 10) {  // 8 of the 80, spread over the set
         const auto ids = test::tokenize(model.m, prompts[i].get<std::string>());
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 24;
         test::SessionHandle plain(model.m);
         const auto want = plain.generate(ids, gp);
         // One drafter for every prompt (it restarts on a new sequence), one session each.
         test::SessionHandle s(model.m);
-        specla_spec_params p = specla_spec_default_params();
+        test::SpecParams p;
         p.generate = gp;
         p.max_draft_nodes = 8;
         p.max_draft_depth = 4;
         p.tree_size_from_cost = i % 20 == 0;
-        specla_spec_stats stats{};
+        specla_spec_stats stats = test::info_struct<specla_spec_stats>();
         INFO("eval prompt ", i);
         CHECK(speculative(s.s, d.d, ids, p, &stats) == want);
         ++checked;
@@ -289,36 +291,40 @@ TEST_CASE("EAGLE: drafter folders that do not fit the model are refused with a c
         const int32_t prompt[] = {1, 2, 3};
         int32_t out[4];
         size_t n = 0;
-        specla_spec_params p = specla_spec_default_params();
+        test::SpecParams p;
         p.generate.max_tokens = 4;
-        CHECK(specla_generate_speculative(s.s, d.d, prompt, 3, p, out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, d.d, prompt, 3, p.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("another model") != std::string::npos);
     }
     SUBCASE("parameters") {
         specla_drafter_params p = eagle_params("");
         p.path = nullptr;
         specla_drafter *d = nullptr;
-        CHECK(specla_drafter_create(model.m, p, &d) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_drafter_create(model.m, &p, &d) == SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("path") != std::string::npos);
         EagleHandle ok(model.m, test::fixture_dir("eagle_tiny_a"));
         test::SessionHandle s(model.m);
         const int32_t prompt[] = {1, 2, 3};
         int32_t out[4];
         size_t n = 0;
-        specla_spec_params sp = specla_spec_default_params();
+        test::SpecParams sp;
         sp.generate.max_tokens = 4;
         sp.tree_top_k = 0;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp, out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("tree_top_k") != std::string::npos);
         sp.tree_top_k = SPECLA_LIMIT_DRAFT_TOP_K + 1;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp, out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         sp.tree_top_k = 4;
         sp.tree_prune_margin = NAN;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp, out, 4, &n, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) ==
+              SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(std::string(specla_last_error()).find("tree_prune_margin") != std::string::npos);
         // The model, the session and the drafter stay usable.
         sp.tree_prune_margin = 8.f;
-        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp, out, 4, &n, nullptr) == SPECLA_OK);
+        CHECK(specla_generate_speculative(s.s, ok.d, prompt, 3, sp.get(), out, 4, &n, nullptr) == SPECLA_OK);
         CHECK(n == 4);
     }
 }

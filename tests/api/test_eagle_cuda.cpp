@@ -25,7 +25,7 @@ specla_model *load_cuda(const std::string &dir) {
     specla_model_params p = specla_model_default_params();
     p.backend = SPECLA_BACKEND_CUDA;
     specla_model *m = nullptr;
-    const specla_status st = specla_model_load(dir.c_str(), p, &m);
+    const specla_status st = specla_model_load(dir.c_str(), &p, &m);
     if (st == SPECLA_ERR_BACKEND_UNAVAILABLE || st == SPECLA_ERR_UNSUPPORTED) {
         MESSAGE("CUDA EAGLE API test skipped: " << std::string(specla_last_error()));
         return nullptr;
@@ -49,7 +49,7 @@ struct Eagle {
         specla_drafter_params p = specla_drafter_default_params();
         p.type = SPECLA_DRAFTER_EAGLE;
         p.path = folder.c_str();
-        const specla_status st = specla_drafter_create(m, p, &d);
+        const specla_status st = specla_drafter_create(m, &p, &d);
         INFO(folder, ": ", std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
@@ -59,12 +59,12 @@ struct Eagle {
 };
 
 std::vector<int32_t> speculative(specla_model *m, specla_drafter *d, const std::vector<int32_t> &prompt,
-                                 specla_spec_params p, specla_spec_stats *stats) {
+                                 test::SpecParams p, specla_spec_stats *stats) {
     test::SessionHandle s(m);
     std::vector<int32_t> out(size_t(p.generate.max_tokens));
     size_t n = 0;
     const specla_status st =
-        specla_generate_speculative(s.s, d, prompt.data(), prompt.size(), p, out.data(), out.size(), &n, stats);
+        specla_generate_speculative(s.s, d, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n, stats);
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     out.resize(n);
@@ -87,7 +87,7 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy (gdn_tiny_a
     }
     int64_t drafted = 0;
     for (const auto &prompt : prompts) {
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 32;
         gp.stop_at_eos = false;
         test::SessionHandle plain(model.m);
@@ -95,14 +95,14 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy (gdn_tiny_a
         REQUIRE(want.size() == 32u);
         for (bool fixed_size : {true, false})
             for (bool deferred : {true, false}) {
-                specla_spec_params p = specla_spec_default_params();
+                test::SpecParams p;
                 p.generate = gp;
                 p.max_draft_nodes = 12;
                 p.max_draft_depth = 5;
                 p.tree_top_k = 3;
                 p.tree_size_from_cost = !fixed_size;
                 p.deferred_commit = deferred;
-                specla_spec_stats stats{};
+                specla_spec_stats stats = test::info_struct<specla_spec_stats>();
                 INFO("prompt of ", prompt.size(), " tokens, fixed size ", fixed_size, ", deferred ", deferred);
                 CHECK(speculative(model.m, d.d, prompt, p, &stats) == want);
                 if (fixed_size) CHECK(stats.drafted > 0);
@@ -111,7 +111,7 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy (gdn_tiny_a
     }
     CHECK(drafted > 0);
     // Sampled generation with the drafter's distributions runs on the GPU and is reproducible.
-    specla_spec_params p = specla_spec_default_params();
+    test::SpecParams p;
     p.generate.max_tokens = 24;
     p.generate.stop_at_eos = false;
     p.generate.sampling.temperature = 0.9f;
@@ -139,15 +139,15 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy on gdn-pyco
     specla_spec_stats total[2] = {};  // fixed-size trees, trees sized from the measured costs
     for (size_t i = 0; i < prompts.size(); i += 10) {  // 8 of the 80, spread over the set
         const auto ids = test::tokenize(model.m, prompts[i].get<std::string>());
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 48;
         gp.stop_at_eos = false;  // several eval prompts end at once with EOS: keep generating
         test::SessionHandle plain(model.m);
         const auto want = plain.generate(ids, gp);
-        specla_spec_params p = specla_spec_default_params();
+        test::SpecParams p;
         p.generate = gp;
         p.tree_size_from_cost = i % 20 == 0;
-        specla_spec_stats stats{};
+        specla_spec_stats stats = test::info_struct<specla_spec_stats>();
         INFO("eval prompt ", i);
         CHECK(speculative(model.m, d.d, ids, p, &stats) == want);
         specla_spec_stats &t = total[p.tree_size_from_cost ? 1 : 0];

@@ -46,7 +46,7 @@ bool contains(const std::string &hay, const std::string &needle) { return hay.fi
 const std::string &prime_last_error() {
     static const char *kPath = "/nonexistent/specla-primer";
     specla_model *m = nullptr;
-    specla_model_load(kPath, specla_model_default_params(), &m);
+    specla_model_load(kPath, nullptr, &m);
     thread_local const std::string primed = specla_last_error();
     REQUIRE(contains(primed, kPath));
     return primed;
@@ -85,7 +85,7 @@ void expect_load_fails(const std::string &folder, specla_status want, std::initi
     int dummy = 0;
     specla_model *m = reinterpret_cast<specla_model *>(&dummy);
     const std::string &primed = prime_last_error();
-    const specla_status st = specla_model_load(folder.c_str(), params, &m);
+    const specla_status st = specla_model_load(folder.c_str(), &params, &m);
     INFO("loading ", folder);
     check_error(st, want, needles, primed);
     CHECK(m == nullptr);
@@ -356,7 +356,7 @@ TEST_CASE("load: bytes flipped at random in the header never crash") {
         ck.write_weights(bytes);
         specla_model *m = nullptr;
         prime_last_error();
-        const specla_status st = specla_model_load(ck.path().c_str(), specla_model_default_params(), &m);
+        const specla_status st = specla_model_load(ck.path().c_str(), nullptr, &m);
         CAPTURE(iter);
         if (st == SPECLA_OK) {
             CHECK(m != nullptr);
@@ -620,25 +620,22 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     CHECK(std::string(specla_status_string(static_cast<specla_status>(14))).size() > 0);
 
     // Model.
-    EXPECT_ERROR(specla_model_load(nullptr, specla_model_default_params(), &m), SPECLA_ERR_INVALID_ARGUMENT, "folder");
+    EXPECT_ERROR(specla_model_load(nullptr, nullptr, &m), SPECLA_ERR_INVALID_ARGUMENT, "folder");
     CHECK(m == nullptr);
     m = w.model.m;
-    EXPECT_ERROR(specla_model_load(tiny.c_str(), specla_model_default_params(), nullptr),
-                 SPECLA_ERR_INVALID_ARGUMENT, "out");
-    specla_model_info info;
+    EXPECT_ERROR(specla_model_load(tiny.c_str(), nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
+    specla_model_info info = test::info_struct<specla_model_info>();
     EXPECT_ERROR(specla_model_get_info(nullptr, &info), SPECLA_ERR_INVALID_ARGUMENT, "model");
     EXPECT_ERROR(specla_model_get_info(m, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
-    specla_memory_stats ms;
+    specla_memory_stats ms = test::info_struct<specla_memory_stats>();
     EXPECT_ERROR(specla_model_memory_stats(nullptr, &ms), SPECLA_ERR_INVALID_ARGUMENT, "model");
     EXPECT_ERROR(specla_model_memory_stats(m, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
 
     // Session.
     specla_session *made = reinterpret_cast<specla_session *>(&n);
-    EXPECT_ERROR(specla_session_create(nullptr, specla_session_default_params(), &made),
-                 SPECLA_ERR_INVALID_ARGUMENT, "model");
+    EXPECT_ERROR(specla_session_create(nullptr, nullptr, &made), SPECLA_ERR_INVALID_ARGUMENT, "model");
     CHECK(made == nullptr);
-    EXPECT_ERROR(specla_session_create(m, specla_session_default_params(), nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
+    EXPECT_ERROR(specla_session_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     EXPECT_ERROR(specla_session_reset(nullptr), SPECLA_ERR_INVALID_ARGUMENT, "session");
     int64_t np = 0;
     EXPECT_ERROR(specla_session_n_past(nullptr, &np), SPECLA_ERR_INVALID_ARGUMENT, "session");
@@ -657,18 +654,19 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     EXPECT_ERROR(specla_session_get_state(s, 0, nullptr, state.size()), SPECLA_ERR_INVALID_ARGUMENT, "out");
 
     // Generation.
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 8;
-    EXPECT_ERROR(specla_generate(nullptr, tok, 3, gp, out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "session");
-    EXPECT_ERROR(specla_generate(s, nullptr, 3, gp, out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
-    EXPECT_ERROR(specla_generate(s, tok, 3, gp, nullptr, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "out_tokens");
+    EXPECT_ERROR(specla_generate(nullptr, tok, 3, gp.get(), out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "session");
+    EXPECT_ERROR(specla_generate(s, nullptr, 3, gp.get(), out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), nullptr, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "out_tokens");
     gp.n_stop_strings = 1;  // with stop_strings NULL
-    EXPECT_ERROR(specla_generate(s, tok, 3, gp, out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop_strings");
-    gp = specla_generate_default_params();
+    EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop_strings");
+    gp = test::GenerateParams();
     char *text = reinterpret_cast<char *>(&n);
-    EXPECT_ERROR(specla_generate_text(nullptr, "def f():", gp, &text, &n), SPECLA_ERR_INVALID_ARGUMENT, "session");
+    EXPECT_ERROR(specla_generate_text(nullptr, "def f():", gp.get(), &text, &n), SPECLA_ERR_INVALID_ARGUMENT,
+                 "session");
     CHECK(text == nullptr);
-    EXPECT_ERROR(specla_generate_text(s, nullptr, gp, &text, &n), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate_text(s, nullptr, gp.get(), &text, &n), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
 
     // Tokenizer.
     specla_tokenizer *tk = reinterpret_cast<specla_tokenizer *>(&n);
@@ -678,7 +676,7 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
     const specla_tokenizer *ctk = nullptr;
     EXPECT_ERROR(specla_model_tokenizer(nullptr, &ctk), SPECLA_ERR_INVALID_ARGUMENT, "model");
     EXPECT_ERROR(specla_model_tokenizer(m, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
-    specla_tokenizer_info ti;
+    specla_tokenizer_info ti = test::info_struct<specla_tokenizer_info>();
     EXPECT_ERROR(specla_tokenizer_get_info(nullptr, &ti), SPECLA_ERR_INVALID_ARGUMENT, "tokenizer");
     int32_t ids[8];
     char buf[64];
@@ -699,12 +697,12 @@ TEST_CASE("NULL handles and pointers are refused, *_free(NULL) is a no-op") {
 
     // A model without tokenizer.json: its tokenizer is a state error, not a crash.
     EXPECT_ERROR(specla_model_tokenizer(m, &ctk), SPECLA_ERR_STATE, "tokenizer");
-    EXPECT_ERROR(specla_generate_text(s, "def f():", gp, &text, &n), SPECLA_ERR_STATE, "tokenizer");
+    EXPECT_ERROR(specla_generate_text(s, "def f():", gp.get(), &text, &n), SPECLA_ERR_STATE, "tokenizer");
     const char *stops[] = {"\n"};
     gp.max_tokens = 8;
     gp.stop_strings = stops;
     gp.n_stop_strings = 1;
-    EXPECT_ERROR(specla_generate(s, tok, 3, gp, out, 8, &n), SPECLA_ERR_STATE, "tokenizer");
+    EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), out, 8, &n), SPECLA_ERR_STATE, "tokenizer");
 
     w.check_usable();
 }
@@ -728,11 +726,11 @@ TEST_CASE("token ids out of range are refused and leave the session unchanged") 
                      SPECLA_ERR_TOKEN_OUT_OF_RANGE, "token id", "512");
         EXPECT_ERROR(specla_session_eval(s, b.data(), b.size(), SPECLA_LOGITS_NONE, nullptr, 0),
                      SPECLA_ERR_TOKEN_OUT_OF_RANGE, "token id");
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 4;
         int32_t out[4];
         size_t n = 99;
-        EXPECT_ERROR(specla_generate(s, b.data(), b.size(), gp, out, 4, &n), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
+        EXPECT_ERROR(specla_generate(s, b.data(), b.size(), gp.get(), out, 4, &n), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
                      "token id");
         CHECK(n == 0);
         CHECK(n_past(s) == before);
@@ -740,7 +738,7 @@ TEST_CASE("token ids out of range are refused and leave the session unchanged") 
     w.check_usable();
 
     SUBCASE("after a generation (a generated token still pending) too") {
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 5;
         gp.stop_at_eos = false;
         const auto gen = w.session.generate({8, 9}, gp);
@@ -783,23 +781,23 @@ TEST_CASE("zero-length input and buffers that are too small") {
     EXPECT_ERROR(specla_session_get_state(s, 2, state.data(), state_floats), SPECLA_ERR_INVALID_ARGUMENT, "layer");
     CHECK(specla_session_get_state(s, 1, state.data(), state_floats) == SPECLA_OK);
 
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 6;
     int32_t out[6];
     size_t n = 0;
-    EXPECT_ERROR(specla_generate(s, tok, 3, gp, out, 5, &n), SPECLA_ERR_CAPACITY, "max_tokens");
+    EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), out, 5, &n), SPECLA_ERR_CAPACITY, "max_tokens");
     CHECK(n_past(s) == before);
     w.check_usable();
 
     SUBCASE("an empty prompt on a fresh session has nothing to continue from") {
         test::SessionHandle fresh(w.model.m);
-        EXPECT_ERROR(specla_generate(fresh.s, nullptr, 0, gp, out, 6, &n), SPECLA_ERR_STATE, "prompt");
+        EXPECT_ERROR(specla_generate(fresh.s, nullptr, 0, gp.get(), out, 6, &n), SPECLA_ERR_STATE, "prompt");
         CHECK(n_past(fresh.s) == 0);
         CHECK(n == 0);
     }
     SUBCASE("an empty prompt continues an existing context") {
         gp.stop_at_eos = false;
-        REQUIRE(specla_generate(s, nullptr, 0, gp, out, 6, &n) == SPECLA_OK);
+        REQUIRE(specla_generate(s, nullptr, 0, gp.get(), out, 6, &n) == SPECLA_OK);
         CHECK(n == 6);
         w.history.push_back({out, out + n});
         w.check_usable();
@@ -807,7 +805,7 @@ TEST_CASE("zero-length input and buffers that are too small") {
     SUBCASE("max_tokens 0 evaluates the prompt and generates nothing") {
         gp.max_tokens = 0;
         const int64_t start = n_past(s);
-        REQUIRE(specla_generate(s, tok, 3, gp, nullptr, 0, &n) == SPECLA_OK);
+        REQUIRE(specla_generate(s, tok, 3, gp.get(), nullptr, 0, &n) == SPECLA_OK);
         CHECK(n == 0);
         CHECK(n_past(s) == start + 3);
         w.history.push_back({tok, tok + 3});
@@ -835,11 +833,11 @@ TEST_CASE("invalid parameters are refused") {
             specla_session_params p = specla_session_default_params();
             p.max_batch_tokens = bad;
             specla_session *made = nullptr;
-            EXPECT_ERROR(specla_session_create(w.model.m, p, &made), SPECLA_ERR_INVALID_ARGUMENT, "max_batch_tokens");
+            EXPECT_ERROR(specla_session_create(w.model.m, &p, &made), SPECLA_ERR_INVALID_ARGUMENT, "max_batch_tokens");
             CHECK(made == nullptr);
             p = specla_session_default_params();
             p.max_tree_nodes = bad == 65537 ? 4097 : bad;
-            EXPECT_ERROR(specla_session_create(w.model.m, p, &made), SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
+            EXPECT_ERROR(specla_session_create(w.model.m, &p, &made), SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
             CHECK(made == nullptr);
         }
     }
@@ -849,28 +847,28 @@ TEST_CASE("invalid parameters are refused") {
         size_t n = 0;
         struct Case {
             const char *what;
-            std::function<void(specla_generate_params &)> edit;
+            std::function<void(test::GenerateParams &)> edit;
             const char *field;
         };
         const float nan = std::numeric_limits<float>::quiet_NaN();
         const Case cases[] = {
-            {"top_p 0", [](specla_generate_params &g) { g.sampling.top_p = 0.f; }, "top_p"},
-            {"top_p > 1", [](specla_generate_params &g) { g.sampling.top_p = 1.5f; }, "top_p"},
-            {"top_p negative", [](specla_generate_params &g) { g.sampling.top_p = -0.5f; }, "top_p"},
-            {"top_p NaN", [&](specla_generate_params &g) { g.sampling.top_p = nan; }, "top_p"},
-            {"negative temperature", [](specla_generate_params &g) { g.sampling.temperature = -0.5f; }, "temperature"},
-            {"NaN temperature", [&](specla_generate_params &g) { g.sampling.temperature = nan; }, "temperature"},
-            {"negative top_k", [](specla_generate_params &g) { g.sampling.top_k = -1; }, "top_k"},
-            {"negative max_tokens", [](specla_generate_params &g) { g.max_tokens = -1; }, "max_tokens"},
+            {"top_p 0", [](test::GenerateParams &g) { g.sampling.top_p = 0.f; }, "top_p"},
+            {"top_p > 1", [](test::GenerateParams &g) { g.sampling.top_p = 1.5f; }, "top_p"},
+            {"top_p negative", [](test::GenerateParams &g) { g.sampling.top_p = -0.5f; }, "top_p"},
+            {"top_p NaN", [&](test::GenerateParams &g) { g.sampling.top_p = nan; }, "top_p"},
+            {"negative temperature", [](test::GenerateParams &g) { g.sampling.temperature = -0.5f; }, "temperature"},
+            {"NaN temperature", [&](test::GenerateParams &g) { g.sampling.temperature = nan; }, "temperature"},
+            {"negative top_k", [](test::GenerateParams &g) { g.sampling.top_k = -1; }, "top_k"},
+            {"negative max_tokens", [](test::GenerateParams &g) { g.max_tokens = -1; }, "max_tokens"},
         };
         for (const Case &c : cases) {
             const std::string what = c.what;
             CAPTURE(what);
-            specla_generate_params gp = specla_generate_default_params();
+            test::GenerateParams gp;
             gp.max_tokens = 8;
             c.edit(gp);
             n = 99;
-            EXPECT_ERROR(specla_generate(s, tok, 3, gp, out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, c.field);
+            EXPECT_ERROR(specla_generate(s, tok, 3, gp.get(), out, 8, &n), SPECLA_ERR_INVALID_ARGUMENT, c.field);
             CHECK(n == 0);
             CHECK(n_past(s) == before);
         }
@@ -947,7 +945,7 @@ TEST_CASE("the last-error message belongs to the thread") {
     std::thread t([&] {
         other_before = specla_last_error();
         specla_model *m = nullptr;
-        specla_model_load("/nonexistent/specla/model", specla_model_default_params(), &m);
+        specla_model_load("/nonexistent/specla/model", nullptr, &m);
         other_after = specla_last_error();
     });
     t.join();
@@ -974,7 +972,7 @@ TEST_CASE("sessions of one model on several threads match a single-threaded run"
         for (int i = 0; i < 10 + 7 * t; ++i) p.push_back((37 * t + 11 * i * i) % kTinyVocab);
         prompts.push_back(p);
     }
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = int32_t(fixture_greedy.size());
     gp.stop_at_eos = false;
 
@@ -993,7 +991,7 @@ TEST_CASE("sessions of one model on several threads match a single-threaded run"
     for (int t = 0; t < kThreads; ++t) {
         threads.emplace_back([&, t] {
             specla_session *s = nullptr;
-            if (specla_session_create(model.m, specla_session_default_params(), &s) != SPECLA_OK) {
+            if (specla_session_create(model.m, nullptr, &s) != SPECLA_OK) {
                 errors[size_t(t)] = specla_last_error();
                 return;
             }
@@ -1001,7 +999,7 @@ TEST_CASE("sessions of one model on several threads match a single-threaded run"
                 std::vector<int32_t> out(size_t(gp.max_tokens));
                 size_t n = 0;
                 const auto &p = prompts[size_t(t)];
-                if (specla_generate(s, p.data(), p.size(), gp, out.data(), out.size(), &n) != SPECLA_OK) {
+                if (specla_generate(s, p.data(), p.size(), gp.get(), out.data(), out.size(), &n) != SPECLA_OK) {
                     errors[size_t(t)] = specla_last_error();
                     break;
                 }
@@ -1035,62 +1033,62 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
 
     specla_drafter_free(nullptr);
     specla_drafter *d = reinterpret_cast<specla_drafter *>(&n);
-    EXPECT_ERROR(specla_drafter_create(nullptr, specla_drafter_default_params(), &d), SPECLA_ERR_INVALID_ARGUMENT,
-                 "model");
+    EXPECT_ERROR(specla_drafter_create(nullptr, nullptr, &d), SPECLA_ERR_INVALID_ARGUMENT, "model");
     CHECK(d == nullptr);
-    EXPECT_ERROR(specla_drafter_create(m, specla_drafter_default_params(), nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
+    EXPECT_ERROR(specla_drafter_create(m, nullptr, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     specla_drafter_params dp = specla_drafter_default_params();
     dp.min_ngram = 0;
-    EXPECT_ERROR(specla_drafter_create(m, dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "min_ngram");
+    EXPECT_ERROR(specla_drafter_create(m, &dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "min_ngram");
     dp = specla_drafter_default_params();
     dp.max_ngram = dp.min_ngram - 1;
-    EXPECT_ERROR(specla_drafter_create(m, dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "max_ngram");
+    EXPECT_ERROR(specla_drafter_create(m, &dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "max_ngram");
     dp = specla_drafter_default_params();
     dp.max_draft_len = 0;
-    EXPECT_ERROR(specla_drafter_create(m, dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "max_draft_len");
+    EXPECT_ERROR(specla_drafter_create(m, &dp, &d), SPECLA_ERR_INVALID_ARGUMENT, "max_draft_len");
     CHECK(d == nullptr);
 
-    REQUIRE(specla_drafter_create(m, specla_drafter_default_params(), &d) == SPECLA_OK);
+    REQUIRE(specla_drafter_create(m, nullptr, &d) == SPECLA_OK);
     const int64_t before = n_past(s);
-    specla_spec_params sp = specla_spec_default_params();
+    test::SpecParams sp;
     sp.generate.max_tokens = 8;
     sp.generate.stop_at_eos = false;
-    EXPECT_ERROR(specla_generate_speculative(nullptr, d, tok, 3, sp, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "session");
-    EXPECT_ERROR(specla_generate_speculative(s, nullptr, tok, 3, sp, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "drafter");
-    EXPECT_ERROR(specla_generate_speculative(s, d, nullptr, 3, sp, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "prompt");
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp, nullptr, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out_tokens");
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp, out, 7, &n, nullptr), SPECLA_ERR_CAPACITY, "max_tokens");
+    EXPECT_ERROR(specla_generate_speculative(nullptr, d, tok, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "session");
+    EXPECT_ERROR(specla_generate_speculative(s, nullptr, tok, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "drafter");
+    EXPECT_ERROR(specla_generate_speculative(s, d, nullptr, 3, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), nullptr, 8, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "out_tokens");
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, sp.get(), out, 7, &n, nullptr), SPECLA_ERR_CAPACITY,
+                 "max_tokens");
     const int32_t bad[] = {1, kTinyVocab};
-    EXPECT_ERROR(specla_generate_speculative(s, d, bad, 2, sp, out, 8, &n, nullptr), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
-                 "512");
-    specla_spec_params neg = sp;
+    EXPECT_ERROR(specla_generate_speculative(s, d, bad, 2, sp.get(), out, 8, &n, nullptr),
+                 SPECLA_ERR_TOKEN_OUT_OF_RANGE, "512");
+    test::SpecParams neg = sp;
     neg.max_draft_nodes = -1;
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
                  "max_draft_nodes");
     neg = sp;
     neg.generate.sampling.top_p = 2.f;
-    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
+    EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
                  "top_p");
     char *text = reinterpret_cast<char *>(&n);
-    EXPECT_ERROR(specla_generate_speculative_text(nullptr, d, "x", sp, &text, &n, nullptr),
+    EXPECT_ERROR(specla_generate_speculative_text(nullptr, d, "x", sp.get(), &text, &n, nullptr),
                  SPECLA_ERR_INVALID_ARGUMENT, "session");
     CHECK(text == nullptr);
-    EXPECT_ERROR(specla_generate_speculative_text(s, d, nullptr, sp, &text, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "prompt");
-    EXPECT_ERROR(specla_generate_speculative_text(s, d, "x", sp, &text, &n, nullptr), SPECLA_ERR_STATE, "tokenizer");
+    EXPECT_ERROR(specla_generate_speculative_text(s, d, nullptr, sp.get(), &text, &n, nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "prompt");
+    EXPECT_ERROR(specla_generate_speculative_text(s, d, "x", sp.get(), &text, &n, nullptr), SPECLA_ERR_STATE,
+                 "tokenizer");
     CHECK(n_past(s) == before);
 
     SUBCASE("a drafter of another model") {
         test::ModelHandle other(test::fixture_dir("gdn_tiny_b"));
         specla_drafter *od = nullptr;
-        REQUIRE(specla_drafter_create(other.m, specla_drafter_default_params(), &od) == SPECLA_OK);
-        EXPECT_ERROR(specla_generate_speculative(s, od, tok, 3, sp, out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                     "drafter");
+        REQUIRE(specla_drafter_create(other.m, nullptr, &od) == SPECLA_OK);
+        EXPECT_ERROR(specla_generate_speculative(s, od, tok, 3, sp.get(), out, 8, &n, nullptr),
+                     SPECLA_ERR_INVALID_ARGUMENT, "drafter");
         specla_drafter_free(od);
         CHECK(n_past(s) == before);
     }
@@ -1101,46 +1099,47 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
         int32_t accepted[3];
         size_t n_acc = 0;
         int32_t bonus = -1;
-        EXPECT_ERROR(specla_session_verify_tree(nullptr, tokens, chain, 3, nullptr, greedy, true, accepted, &n_acc,
-                                                &bonus, nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(nullptr, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "session");
-        EXPECT_ERROR(specla_session_verify_tree(s, nullptr, chain, 3, nullptr, greedy, true, accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, nullptr, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "tokens");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, nullptr, 3, nullptr, greedy, true, accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, nullptr, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "parents");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, greedy, true, nullptr, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(), nullptr,
+                                                &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "accepted_nodes");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, greedy, true, accepted, nullptr, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, nullptr, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "n_accepted");
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, greedy, true, accepted, &n_acc, nullptr,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, nullptr, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "bonus_token");
         const int32_t forward[] = {-1, 2, 0};   // a parent after its child
         const int32_t self[] = {-1, 1, 0};      // a node its own parent
         const int32_t below[] = {-2, 0, 1};     // no such parent
         for (const int32_t *parents : {forward, self, below}) {
-            EXPECT_ERROR(specla_session_verify_tree(s, tokens, parents, 3, nullptr, greedy, true, accepted, &n_acc,
-                                                    &bonus, nullptr),
+            EXPECT_ERROR(specla_session_verify_tree(s, tokens, parents, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                    accepted, &n_acc, &bonus, nullptr),
                          SPECLA_ERR_INVALID_ARGUMENT, "parent");
         }
         const int32_t bad_tokens[] = {5, kTinyVocab, 7};
-        EXPECT_ERROR(specla_session_verify_tree(s, bad_tokens, chain, 3, nullptr, greedy, true, accepted, &n_acc,
-                                                &bonus, nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, bad_tokens, chain, 3, nullptr, test::VerifyParams(greedy).get(),
+                                                accepted, &n_acc, &bonus, nullptr),
                      SPECLA_ERR_TOKEN_OUT_OF_RANGE, "512");
         std::vector<int32_t> big_tokens(65, 5), big_parents(65);
         for (int i = 0; i < 65; ++i) big_parents[size_t(i)] = i - 1;
         std::vector<int32_t> big_accepted(65);
-        EXPECT_ERROR(specla_session_verify_tree(s, big_tokens.data(), big_parents.data(), 65, nullptr, greedy, true,
-                                                big_accepted.data(), &n_acc, &bonus, nullptr),
-                     SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
+        EXPECT_ERROR(
+            specla_session_verify_tree(s, big_tokens.data(), big_parents.data(), 65, nullptr,
+                                       test::VerifyParams(greedy).get(), big_accepted.data(), &n_acc, &bonus, nullptr),
+            SPECLA_ERR_INVALID_ARGUMENT, "max_tree_nodes");
         specla_sampling_params hot = greedy;
         hot.temperature = -1.f;
-        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, hot, true, accepted, &n_acc, &bonus,
-                                                nullptr),
+        EXPECT_ERROR(specla_session_verify_tree(s, tokens, chain, 3, nullptr, test::VerifyParams(hot).get(), accepted,
+                                                &n_acc, &bonus, nullptr),
                      SPECLA_ERR_INVALID_ARGUMENT, "temperature");
         CHECK(n_acc == 0);
         CHECK(n_past(s) == before);

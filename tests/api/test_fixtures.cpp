@@ -30,7 +30,7 @@ void check_fixture(const std::string &name) {
     }
     SUBCASE("greedy tokens are identical and step logits match") {
         test::SessionHandle s(model.m);
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = int32_t(greedy.size());
         gp.stop_at_eos = false;
         CHECK(s.generate(prompt, gp) == greedy);

@@ -23,6 +23,7 @@
 #include "specla/specla.h"
 #include "support/api_helpers.h"
 #include "support/fixture.h"
+#include "support/sanitizer.h"
 
 namespace {
 
@@ -37,17 +38,17 @@ struct Output {
     std::vector<size_t> step_tokens;    // tokens per step (pull)
     specla_finish_reason reason = SPECLA_FINISH_NONE;
     int32_t stop_index = -1;
-    specla_spec_stats stats{};
+    specla_spec_stats stats = test::info_struct<specla_spec_stats>();
 };
 
 // Every step of a pull generation, copied (the step's buffers live until the next call only).
-Output pull(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt, specla_spec_params p) {
+Output pull(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt, test::SpecParams p) {
     Output o;
     specla_generation *gen = nullptr;
-    specla_status st = specla_generation_begin(s, d, prompt.data(), prompt.size(), p, &gen);
+    specla_status st = specla_generation_begin(s, d, prompt.data(), prompt.size(), p.get(), &gen);
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
-    specla_generation_step step;
+    specla_generation_step step = test::info_struct<specla_generation_step>();
     do {
         st = specla_generation_next(gen, &step);
         INFO(std::string(specla_last_error()));
@@ -73,14 +74,14 @@ bool collect(int32_t token, const char *piece, void *user) {
 }
 
 // The same through the callback API (no output buffer: the ids come through on_token).
-Output callback(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt, specla_spec_params p) {
+Output callback(specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt, test::SpecParams p) {
     Output o;
     p.generate.on_token = collect;
     p.generate.user_data = &o;
     size_t n = 0;
     const specla_status st =
-        d ? specla_generate_speculative(s, d, prompt.data(), prompt.size(), p, nullptr, 0, &n, &o.stats)
-          : specla_generate(s, prompt.data(), prompt.size(), p.generate, nullptr, 0, &n);
+        d ? specla_generate_speculative(s, d, prompt.data(), prompt.size(), p.get(), nullptr, 0, &n, &o.stats)
+          : specla_generate(s, prompt.data(), prompt.size(), p.generate.get(), nullptr, 0, &n);
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     CHECK(n == o.tokens.size());
@@ -93,8 +94,8 @@ int64_t n_past(specla_session *s) {
     return n;
 }
 
-specla_spec_params params(int32_t max_tokens) {
-    specla_spec_params p = specla_spec_default_params();
+test::SpecParams params(int32_t max_tokens) {
+    test::SpecParams p;
     p.generate.max_tokens = max_tokens;
     return p;
 }
@@ -119,7 +120,7 @@ TEST_CASE("pull generation: steps concatenate to the callback API's tokens and t
     size_t multi_token_steps = 0;
     for (size_t i = 0; i < prompts.size(); i += 10) {  // 8 of the 80, across the set
         const std::vector<int32_t> ids = test::tokenize(model.m, prompts[i].get<std::string>());
-        specla_spec_params p = params(40);
+        test::SpecParams p = params(40);
         Output want;
         {
             test::SessionHandle s(model.m);
@@ -171,7 +172,7 @@ TEST_CASE("pull generation: every finish reason") {
     test::ModelHandle model(pycode());
     const specla_tokenizer *tok = nullptr;
     REQUIRE(specla_model_tokenizer(model.m, &tok) == SPECLA_OK);
-    specla_tokenizer_info ti{};
+    specla_tokenizer_info ti = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(tok, &ti) == SPECLA_OK);
 
     SUBCASE("EOS: the token is generated, its text left out unless asked for") {
@@ -180,7 +181,7 @@ TEST_CASE("pull generation: every finish reason") {
         for (bool speculative : {false, true}) {
             CAPTURE(speculative);
             for (bool keep : {false, true}) {
-                specla_spec_params p = params(64);
+                test::SpecParams p = params(64);
                 p.generate.include_special_tokens = keep;
                 test::SessionHandle s(model.m);
                 test::DrafterHandle d(model.m);
@@ -211,7 +212,7 @@ TEST_CASE("pull generation: every finish reason") {
         CHECK(o.tokens.size() == 3);
     }
     SUBCASE("stop string, with its index") {
-        specla_spec_params p = params(48);
+        test::SpecParams p = params(48);
         const char *stops[] = {"never in this output \x01", "\n"};
         p.generate.stop_strings = stops;
         p.generate.n_stop_strings = 2;
@@ -224,11 +225,11 @@ TEST_CASE("pull generation: every finish reason") {
     SUBCASE("aborted before the first step: nothing is evaluated") {
         test::SessionHandle s(model.m);
         const auto ids = test::tokenize(model.m, kPrompt);
-        specla_spec_params p = params(8);
+        test::SpecParams p = params(8);
         specla_generation *gen = nullptr;
-        REQUIRE(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p, &gen) == SPECLA_OK);
+        REQUIRE(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p.get(), &gen) == SPECLA_OK);
         REQUIRE(specla_generation_abort(gen) == SPECLA_OK);
-        specla_generation_step step;
+        specla_generation_step step = test::info_struct<specla_generation_step>();
         REQUIRE(specla_generation_next(gen, &step) == SPECLA_OK);
         CHECK(step.finish_reason == SPECLA_FINISH_ABORTED);
         CHECK(step.n_tokens == 0);
@@ -248,16 +249,16 @@ TEST_CASE("pull generation: an abort from another thread ends a long prefill and
     // Abort after `delay_ms`, from another thread; returns when the generation has finished:
     // how long after the abort the step in progress returned.
     auto abort_while_running = [&](specla_session *s, specla_drafter *d, const std::vector<int32_t> &prompt,
-                                   specla_spec_params p, int delay_ms, Output &o) {
+                                   test::SpecParams p, int delay_ms, Output &o) {
         specla_generation *gen = nullptr;
-        REQUIRE(specla_generation_begin(s, d, prompt.data(), prompt.size(), p, &gen) == SPECLA_OK);
+        REQUIRE(specla_generation_begin(s, d, prompt.data(), prompt.size(), p.get(), &gen) == SPECLA_OK);
         std::atomic<int64_t> aborted_at{0};
         std::thread aborter([&] {
             std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
             aborted_at = clock::now().time_since_epoch().count();
             CHECK(specla_generation_abort(gen) == SPECLA_OK);
         });
-        specla_generation_step step;
+        specla_generation_step step = test::info_struct<specla_generation_step>();
         clock::time_point returned;
         do {
             const specla_status st = specla_generation_next(gen, &step);
@@ -279,7 +280,9 @@ TEST_CASE("pull generation: an abort from another thread ends a long prefill and
         REQUIRE(ids.size() > 3000);
         // The latency is one prompt block (8 tokens on the CPU, ~15 ms) plus scheduling: the
         // machine is shared, so the best of three tries is held to 50 ms, and every try to 250 ms
-        // (a block of the session's 512 tokens alone takes more than 600 ms here).
+        // (a block of the session's 512 tokens alone takes more than 600 ms here). Sanitizer
+        // builds scale both bounds by their slowdown: they check that the abort is honoured
+        // between blocks; the Release suite holds the 50 ms.
         for (bool speculative : {false, true}) {
             CAPTURE(speculative);
             double best = 1e9;
@@ -294,15 +297,15 @@ TEST_CASE("pull generation: an abort from another thread ends a long prefill and
                 CHECK(o.tokens.empty());
                 CHECK(n_past(s.s) > 0);
                 CHECK(n_past(s.s) < int64_t(ids.size()));
-                CHECK(ms < 250);
+                CHECK(ms < 250 * test::kSanitizerSlowdown);
                 best = std::min(best, ms);
             }
-            CHECK(best < 50);
+            CHECK(best < 50 * test::kSanitizerSlowdown);
         }
     }
     SUBCASE("generation") {
         const auto ids = test::tokenize(model.m, kPrompt);
-        specla_spec_params p = params(std::numeric_limits<int32_t>::max());
+        test::SpecParams p = params(std::numeric_limits<int32_t>::max());
         p.generate.stop_at_eos = false;
         for (bool speculative : {false, true}) {
             CAPTURE(speculative);
@@ -316,13 +319,13 @@ TEST_CASE("pull generation: an abort from another thread ends a long prefill and
                             speculative ? "speculative" : "plain", ms, o.tokens.size());
                 CHECK(o.reason == SPECLA_FINISH_ABORTED);
                 CHECK(o.tokens.size() > 0);
-                CHECK(ms < 250);
+                CHECK(ms < 250 * test::kSanitizerSlowdown);
                 best = std::min(best, ms);
                 // The session holds the prompt and every token returned, and carries on.
                 CHECK(n_past(s.s) == int64_t(ids.size() + o.tokens.size()));
-                CHECK(s.generate({}, specla_generate_default_params()).size() > 0);
+                CHECK(s.generate({}, test::GenerateParams()).size() > 0);
             }
-            CHECK(best < 50);
+            CHECK(best < 50 * test::kSanitizerSlowdown);
         }
     }
 }
@@ -330,7 +333,7 @@ TEST_CASE("pull generation: an abort from another thread ends a long prefill and
 TEST_CASE("pull generation: stop strings never appear in streamed text, across tokens and inside one") {
     test::ModelHandle model(pycode());
     const auto ids = test::tokenize(model.m, kPrompt);
-    specla_spec_params base = params(48);
+    test::SpecParams base = params(48);
     base.generate.stop_at_eos = false;
     Output full;
     {
@@ -373,7 +376,7 @@ TEST_CASE("pull generation: stop strings never appear in streamed text, across t
             for (bool speculative : {false, true}) {
                 CAPTURE(include);
                 CAPTURE(speculative);
-                specla_spec_params p = base;
+                test::SpecParams p = base;
                 const char *stops[] = {stop.c_str()};
                 p.generate.stop_strings = stops;
                 p.generate.n_stop_strings = 1;
@@ -401,7 +404,7 @@ TEST_CASE("pull generation: stop strings never appear in streamed text, across t
     SUBCASE("text held back for a partial match is released when the match fails") {
         // The spanning text followed by bytes that never come: its start is held, then let go.
         const std::string never = spanning + "\x01\x02";
-        specla_spec_params p = base;
+        test::SpecParams p = base;
         const char *stops[] = {never.c_str()};
         p.generate.stop_strings = stops;
         p.generate.n_stop_strings = 1;
@@ -421,79 +424,84 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
     test::DrafterHandle d(model.m);
     test::DrafterHandle wrong(other.m);
     const auto ids = test::tokenize(model.m, kPrompt);
-    specla_spec_params p = params(4);
+    test::SpecParams p = params(4);
     specla_generation *gen = reinterpret_cast<specla_generation *>(&p);
 
-    expect_error(specla_generation_begin(nullptr, nullptr, ids.data(), ids.size(), p, &gen),
+    expect_error(specla_generation_begin(nullptr, nullptr, ids.data(), ids.size(), p.get(), &gen),
                  SPECLA_ERR_INVALID_ARGUMENT, "session");
     CHECK(gen == nullptr);
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
-                 "out");
-    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 3, p, &gen), SPECLA_ERR_INVALID_ARGUMENT, "prompt");
-    expect_error(specla_generation_begin_text(s.s, nullptr, nullptr, 3, p, &gen), SPECLA_ERR_INVALID_ARGUMENT,
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p.get(), nullptr),
+                 SPECLA_ERR_INVALID_ARGUMENT, "out");
+    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 3, p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
                  "prompt");
-    expect_error(specla_generation_begin(s.s, wrong.d, ids.data(), ids.size(), p, &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "drafter");
+    expect_error(specla_generation_begin_text(s.s, nullptr, nullptr, 3, p.get(), &gen), SPECLA_ERR_INVALID_ARGUMENT,
+                 "prompt");
+    expect_error(specla_generation_begin(s.s, wrong.d, ids.data(), ids.size(), p.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "drafter");
     const int32_t bad[] = {1, 1 << 20};
-    expect_error(specla_generation_begin(s.s, nullptr, bad, 2, p, &gen), SPECLA_ERR_TOKEN_OUT_OF_RANGE, "token id");
-    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 0, p, &gen), SPECLA_ERR_STATE, "non-empty prompt");
-    specla_spec_params cb = p;
+    expect_error(specla_generation_begin(s.s, nullptr, bad, 2, p.get(), &gen), SPECLA_ERR_TOKEN_OUT_OF_RANGE,
+                 "token id");
+    expect_error(specla_generation_begin(s.s, nullptr, nullptr, 0, p.get(), &gen), SPECLA_ERR_STATE,
+                 "non-empty prompt");
+    test::SpecParams cb = p;
     cb.generate.on_token = collect;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), cb, &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "on_token");
-    specla_spec_params neg = p;
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), cb.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "on_token");
+    test::SpecParams neg = p;
     neg.generate.max_tokens = -1;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), neg, &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "max_tokens");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), neg.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "max_tokens");
     const char *empty_stop[] = {""};
-    specla_spec_params st = p;
+    test::SpecParams st = p;
     st.generate.stop_strings = empty_stop;
     st.generate.n_stop_strings = 1;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), st, &gen), SPECLA_ERR_INVALID_ARGUMENT,
-                 "stop string 0");
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), st.get(), &gen),
+                 SPECLA_ERR_INVALID_ARGUMENT, "stop string 0");
     {
         test::ModelHandle no_tokenizer(test::fixture_dir("gdn_tiny_a"));
         test::SessionHandle ts(no_tokenizer.m);
-        expect_error(specla_generation_begin_text(ts.s, nullptr, "x", 1, p, &gen), SPECLA_ERR_STATE, "tokenizer");
+        expect_error(specla_generation_begin_text(ts.s, nullptr, "x", 1, p.get(), &gen), SPECLA_ERR_STATE, "tokenizer");
     }
     CHECK(gen == nullptr);
     CHECK(n_past(s.s) == 0);  // nothing was evaluated by the refusals
 
-    specla_generation_step step;
+    specla_generation_step step = test::info_struct<specla_generation_step>();
     expect_error(specla_generation_next(nullptr, &step), SPECLA_ERR_INVALID_ARGUMENT, "gen");
     CHECK(step.n_tokens == 0);
     expect_error(specla_generation_abort(nullptr), SPECLA_ERR_INVALID_ARGUMENT, "gen");
     expect_error(specla_generation_end(nullptr), SPECLA_ERR_INVALID_ARGUMENT, "gen");
-    specla_spec_stats stats;
+    specla_spec_stats stats = test::info_struct<specla_spec_stats>();
     expect_error(specla_generation_stats(nullptr, &stats), SPECLA_ERR_INVALID_ARGUMENT, "gen");
     specla_generation_free(nullptr);
 
-    REQUIRE(specla_generation_begin_text(s.s, d.d, kPrompt, std::strlen(kPrompt), p, &gen) == SPECLA_OK);
+    REQUIRE(specla_generation_begin_text(s.s, d.d, kPrompt, std::strlen(kPrompt), p.get(), &gen) == SPECLA_OK);
     expect_error(specla_generation_next(gen, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     expect_error(specla_generation_stats(gen, nullptr), SPECLA_ERR_INVALID_ARGUMENT, "out");
     // The session and the drafter belong to the generation until it ends.
     specla_generation *second = nullptr;
-    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p, &second), SPECLA_ERR_STATE,
+    expect_error(specla_generation_begin(s.s, nullptr, ids.data(), ids.size(), p.get(), &second), SPECLA_ERR_STATE,
                  "session is in use");
     {
         test::SessionHandle s2(model.m);
-        expect_error(specla_generation_begin(s2.s, d.d, ids.data(), ids.size(), p, &second), SPECLA_ERR_STATE,
+        expect_error(specla_generation_begin(s2.s, d.d, ids.data(), ids.size(), p.get(), &second), SPECLA_ERR_STATE,
                      "drafter is in use");
-        expect_error(specla_generate_speculative(s2.s, d.d, ids.data(), ids.size(), p, nullptr, 0, nullptr, nullptr),
-                     SPECLA_ERR_STATE, "drafter is in use");
+        expect_error(
+            specla_generate_speculative(s2.s, d.d, ids.data(), ids.size(), p.get(), nullptr, 0, nullptr, nullptr),
+            SPECLA_ERR_STATE, "drafter is in use");
     }
-    expect_error(specla_generate(s.s, ids.data(), ids.size(), p.generate, nullptr, 0, nullptr), SPECLA_ERR_STATE,
+    expect_error(specla_generate(s.s, ids.data(), ids.size(), p.generate.get(), nullptr, 0, nullptr), SPECLA_ERR_STATE,
                  "session is in use");
     char *text = nullptr;
-    expect_error(specla_generate_text(s.s, kPrompt, p.generate, &text, nullptr), SPECLA_ERR_STATE, "session is in use");
+    expect_error(specla_generate_text(s.s, kPrompt, p.generate.get(), &text, nullptr), SPECLA_ERR_STATE,
+                 "session is in use");
     expect_error(specla_session_eval(s.s, ids.data(), 1, SPECLA_LOGITS_NONE, nullptr, 0), SPECLA_ERR_STATE,
                  "session is in use");
     expect_error(specla_session_reset(s.s), SPECLA_ERR_STATE, "session is in use");
     int32_t bonus = 0;
     size_t n_acc = 0;
-    expect_error(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, specla_sampling_default_params(), true,
-                                            nullptr, &n_acc, &bonus, nullptr),
-                 SPECLA_ERR_STATE, "session is in use");
+    expect_error(
+        specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, nullptr, nullptr, &n_acc, &bonus, nullptr),
+        SPECLA_ERR_STATE, "session is in use");
     size_t needed = 0;
     expect_error(specla_session_save_state(s.s, nullptr, 0, &needed), SPECLA_ERR_STATE, "session is in use");
     const char state_bytes[8] = {};
@@ -523,12 +531,12 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
     // Free again: the session continues from the 4 tokens, as after specla_generate.
     const int64_t before = n_past(s.s);
     CHECK(before > int64_t(ids.size()));
-    CHECK(s.generate({}, specla_generate_default_params()).size() > 0);
+    CHECK(s.generate({}, test::GenerateParams()).size() > 0);
 
     SUBCASE("freeing the session first ends the generation; its handle then refuses steps") {
         specla_session *lone = nullptr;
-        REQUIRE(specla_session_create(model.m, specla_session_default_params(), &lone) == SPECLA_OK);
-        REQUIRE(specla_generation_begin(lone, d.d, ids.data(), ids.size(), p, &gen) == SPECLA_OK);
+        REQUIRE(specla_session_create(model.m, nullptr, &lone) == SPECLA_OK);
+        REQUIRE(specla_generation_begin(lone, d.d, ids.data(), ids.size(), p.get(), &gen) == SPECLA_OK);
         REQUIRE(specla_generation_next(gen, &step) == SPECLA_OK);
         specla_session_free(lone);
         expect_error(specla_generation_next(gen, &step), SPECLA_ERR_STATE, "ended");
@@ -536,7 +544,7 @@ TEST_CASE("pull generation: bad calls are refused with the parameter named, and 
         specla_generation_free(gen);
         // The drafter was let go as well.
         test::SessionHandle s3(model.m);
-        CHECK(specla_generate_speculative(s3.s, d.d, ids.data(), ids.size(), p, nullptr, 0, nullptr, nullptr) ==
+        CHECK(specla_generate_speculative(s3.s, d.d, ids.data(), ids.size(), p.get(), nullptr, 0, nullptr, nullptr) ==
               SPECLA_OK);
     }
 }

@@ -134,8 +134,8 @@ Output generate(specla_model *m, specla_sampling_params sampling, bool speculati
     Output o;
     test::SessionHandle s(m);
     Streamed streamed;
-    specla_spec_params sp = specla_spec_default_params();
-    specla_generate_params &gp = sp.generate;
+    test::SpecParams sp;
+    test::GenerateParams &gp = sp.generate;
     gp.sampling = sampling;
     gp.max_tokens = max_tokens;
     gp.stop_at_eos = false;
@@ -146,8 +146,8 @@ Output generate(specla_model *m, specla_sampling_params sampling, bool speculati
         const char *prompt = round == 0 ? kPrompt : "";
         char *text = nullptr;
         size_t n = 0;
-        o.status = speculative ? specla_generate_speculative_text(s.s, d.d, prompt, sp, &text, &n, nullptr)
-                               : specla_generate_text(s.s, prompt, gp, &text, &n);
+        o.status = speculative ? specla_generate_speculative_text(s.s, d.d, prompt, sp.get(), &text, &n, nullptr)
+                               : specla_generate_text(s.s, prompt, gp.get(), &text, &n);
         if (o.status != SPECLA_OK) o.error = specla_last_error();
         if (text) o.text += text;
         specla_string_free(text);
@@ -189,7 +189,7 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
     CHECK(padded.info().vocab_size == kPaddedVocab);
     const specla_tokenizer *tok = nullptr;
     REQUIRE(specla_model_tokenizer(padded.m, &tok) == SPECLA_OK);
-    specla_tokenizer_info ti{};
+    specla_tokenizer_info ti = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(tok, &ti) == SPECLA_OK);
     CHECK(ti.vocab_size == kTokenizerVocab);
 
@@ -225,7 +225,7 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
     SUBCASE("id generation and the verification primitive never choose a padding id") {
         test::SessionHandle s(padded.m);
         const std::vector<int32_t> prompt = test::tokenize(padded.m, kPrompt);
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 24;
         gp.stop_at_eos = false;
         const std::vector<int32_t> ids = s.generate(prompt, gp);
@@ -242,8 +242,8 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
             int32_t accepted[2];
             size_t n_accepted = 99;
             int32_t bonus = -1;
-            REQUIRE(specla_session_verify_tree(s.s, draft, parents, 2, nullptr, sp, true, accepted, &n_accepted,
-                                               &bonus, nullptr) == SPECLA_OK);
+            REQUIRE(specla_session_verify_tree(s.s, draft, parents, 2, nullptr, test::VerifyParams(sp).get(), accepted,
+                                               &n_accepted, &bonus, nullptr) == SPECLA_OK);
             CHECK(n_accepted == 0);
             CHECK(bonus >= 0);
             CHECK(bonus < kTokenizerVocab);
@@ -254,7 +254,7 @@ TEST_CASE("a vocabulary padded beyond the tokenizer's: padding ids are never gen
 TEST_CASE("a temperature too small to divide by samples greedily; non-finite parameters are refused") {
     test::ModelHandle model(test::fixture_dir("gdn_tiny_a"));
     const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 16;
     gp.stop_at_eos = false;
     std::vector<int32_t> greedy;
@@ -272,12 +272,12 @@ TEST_CASE("a temperature too small to divide by samples greedily; non-finite par
             CHECK(s.generate(prompt, gp) == greedy);
             test::SessionHandle s2(model.m);
             test::DrafterHandle d(model.m);
-            specla_spec_params sp = specla_spec_default_params();
+            test::SpecParams sp;
             sp.generate = gp;
             std::vector<int32_t> out(16);
             size_t n = 0;
-            REQUIRE(specla_generate_speculative(s2.s, d.d, prompt.data(), prompt.size(), sp, out.data(), out.size(),
-                                                &n, nullptr) == SPECLA_OK);
+            REQUIRE(specla_generate_speculative(s2.s, d.d, prompt.data(), prompt.size(), sp.get(), out.data(),
+                                                out.size(), &n, nullptr) == SPECLA_OK);
             out.resize(n);
             CHECK(out == greedy);
         }
@@ -299,24 +299,25 @@ TEST_CASE("a temperature too small to divide by samples greedily; non-finite par
             CAPTURE(c.temperature);
             CAPTURE(c.top_p);
             CAPTURE(c.top_k);
-            specla_generate_params bad = gp;
+            test::GenerateParams bad = gp;
             bad.sampling.temperature = c.temperature;
             bad.sampling.top_p = c.top_p;
             bad.sampling.top_k = c.top_k;
             std::vector<int32_t> out(16);
             size_t n = 0;
-            expect_error(specla_generate(s.s, prompt.data(), prompt.size(), bad, out.data(), out.size(), &n),
+            expect_error(specla_generate(s.s, prompt.data(), prompt.size(), bad.get(), out.data(), out.size(), &n),
                          SPECLA_ERR_INVALID_ARGUMENT, c.field);
-            specla_spec_params sp = specla_spec_default_params();
+            test::SpecParams sp;
             sp.generate = bad;
-            expect_error(specla_generate_speculative(s.s, d.d, prompt.data(), prompt.size(), sp, out.data(),
+            expect_error(specla_generate_speculative(s.s, d.d, prompt.data(), prompt.size(), sp.get(), out.data(),
                                                      out.size(), &n, nullptr),
                          SPECLA_ERR_INVALID_ARGUMENT, c.field);
             int32_t bonus = -1;
             size_t n_accepted = 0;
-            expect_error(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, bad.sampling, true, nullptr,
-                                                    &n_accepted, &bonus, nullptr),
-                         SPECLA_ERR_INVALID_ARGUMENT, c.field);
+            expect_error(
+                specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(bad.sampling).get(),
+                                           nullptr, &n_accepted, &bonus, nullptr),
+                SPECLA_ERR_INVALID_ARGUMENT, c.field);
         }
         int64_t past = -1;
         REQUIRE(specla_session_n_past(s.s, &past) == SPECLA_OK);
@@ -354,7 +355,7 @@ TEST_CASE("ids can be generated without a buffer sized by the budget") {
             return s->ids.size() < s->after;
         }
     };
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.stop_at_eos = false;
     gp.max_tokens = 9;
     std::vector<int32_t> want;
@@ -373,11 +374,11 @@ TEST_CASE("ids can be generated without a buffer sized by the budget") {
         size_t n = 0;
         specla_status st;
         if (speculative) {
-            specla_spec_params sp = specla_spec_default_params();
+            test::SpecParams sp;
             sp.generate = gp;
-            st = specla_generate_speculative(s.s, d.d, prompt, 3, sp, nullptr, 0, &n, nullptr);
+            st = specla_generate_speculative(s.s, d.d, prompt, 3, sp.get(), nullptr, 0, &n, nullptr);
         } else {
-            st = specla_generate(s.s, prompt, 3, gp, nullptr, 0, &n);
+            st = specla_generate(s.s, prompt, 3, gp.get(), nullptr, 0, &n);
         }
         INFO(specla_last_error());
         REQUIRE(st == SPECLA_OK);
@@ -385,7 +386,7 @@ TEST_CASE("ids can be generated without a buffer sized by the budget") {
         CHECK(stop.ids == want);
         // A buffer that is there but smaller than the budget is still refused.
         int32_t small[4];
-        expect_error(specla_generate(s.s, prompt, 3, gp, small, 4, &n), SPECLA_ERR_CAPACITY, "max_tokens");
+        expect_error(specla_generate(s.s, prompt, 3, gp.get(), small, 4, &n), SPECLA_ERR_CAPACITY, "max_tokens");
     }
 }
 
@@ -395,22 +396,22 @@ TEST_CASE("stop-string arguments are checked before they are read") {
     const int32_t prompt[] = {0, 318, 1207};
     int32_t out[4];
     size_t n = 0;
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 4;
     const char *one[] = {"\n"};
     gp.stop_strings = one;
     gp.n_stop_strings = SIZE_MAX;  // e.g. a -1 that became a size_t: the array is not read
-    expect_error(specla_generate(s.s, prompt, 3, gp, out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT,
+    expect_error(specla_generate(s.s, prompt, 3, gp.get(), out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT,
                  "SPECLA_LIMIT_STOP_STRINGS");
     gp.n_stop_strings = SPECLA_LIMIT_STOP_STRINGS + 1;
-    expect_error(specla_generate(s.s, prompt, 3, gp, out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings");
+    expect_error(specla_generate(s.s, prompt, 3, gp.get(), out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "n_stop_strings");
     const char *with_null[] = {"\n", nullptr};
     gp.stop_strings = with_null;
     gp.n_stop_strings = 2;
-    expect_error(specla_generate(s.s, prompt, 3, gp, out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop string 1");
+    expect_error(specla_generate(s.s, prompt, 3, gp.get(), out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop string 1");
     gp.stop_strings = nullptr;
     gp.n_stop_strings = 1;
-    expect_error(specla_generate(s.s, prompt, 3, gp, out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop_strings");
+    expect_error(specla_generate(s.s, prompt, 3, gp.get(), out, 4, &n), SPECLA_ERR_INVALID_ARGUMENT, "stop_strings");
     int64_t past = -1;
     REQUIRE(specla_session_n_past(s.s, &past) == SPECLA_OK);
     CHECK(past == 0);
@@ -448,8 +449,7 @@ void load_a_model(specla_log_level, const char *message, void *ud) {
     r->add(message);
     if (r->calls++ == 0) {  // only from the first message: the nested load logs again
         specla_model *m = nullptr;
-        const specla_status st =
-            specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), specla_model_default_params(), &m);
+        const specla_status st = specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m);
         r->add(st == SPECLA_OK ? "nested load ok" : "nested load failed");
         specla_model_free(m);
     }
@@ -464,8 +464,7 @@ void replace_with_second(specla_log_level, const char *message, void *ud) {
 
 void load_tiny() {
     specla_model *m = nullptr;
-    REQUIRE(specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), specla_model_default_params(), &m) ==
-            SPECLA_OK);
+    REQUIRE(specla_model_load(test::fixture_dir("gdn_tiny_a").c_str(), nullptr, &m) == SPECLA_OK);
     specla_model_free(m);
 }
 

@@ -69,7 +69,7 @@ struct Outcome {
     specla_status status = SPECLA_OK;
     std::string message;
     double seconds = 0;
-    specla_model_info info{};  // when a model loaded
+    specla_model_info info = test::info_struct<specla_model_info>();  // when a model loaded
 };
 
 Outcome timed(const std::string &what, const std::function<specla_status()> &call) {
@@ -85,8 +85,8 @@ Outcome timed(const std::string &what, const std::function<specla_status()> &cal
 
 Outcome load_model(const std::string &folder) {
     specla_model *m = nullptr;
-    Outcome o = timed("specla_model_load(" + folder + ")",
-                      [&] { return specla_model_load(folder.c_str(), specla_model_default_params(), &m); });
+    Outcome o =
+        timed("specla_model_load(" + folder + ")", [&] { return specla_model_load(folder.c_str(), nullptr, &m); });
     if (m) REQUIRE(specla_model_get_info(m, &o.info) == SPECLA_OK);
     specla_model_free(m);
     return o;

@@ -18,12 +18,12 @@ const std::string kPycode = std::string(SPECLA_MODELS_DIR) + "/gdn-pycode-22m";
 // Greedy tokens after a fixed prompt; fails the child (returns false) on any error.
 bool generate_tokens(specla_session *s, std::vector<int32_t> &out) {
     const int32_t prompt[] = {1, 2, 3, 4};
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 16;
     gp.stop_at_eos = false;
     out.assign(16, 0);
     size_t n = 0;
-    if (specla_generate(s, prompt, 4, gp, out.data(), out.size(), &n) != SPECLA_OK) return false;
+    if (specla_generate(s, prompt, 4, gp.get(), out.data(), out.size(), &n) != SPECLA_OK) return false;
     out.resize(n);
     return n == 16;
 }
@@ -43,11 +43,11 @@ TEST_CASE("out of address space: load, session creation and generation return OU
         specla_model_params mp = specla_model_default_params();
         mp.n_threads = 1;  // no worker threads: the host buffers are what runs out (threads: below)
         specla_model *model = nullptr;
-        if (specla_model_load(kPycode.c_str(), mp, &model) != SPECLA_OK) return 10;
+        if (specla_model_load(kPycode.c_str(), &mp, &model) != SPECLA_OK) return 10;
         std::vector<int32_t> expected, got;
         {
             specla_session *s = nullptr;
-            if (specla_session_create(model, specla_session_default_params(), &s) != SPECLA_OK) return 11;
+            if (specla_session_create(model, nullptr, &s) != SPECLA_OK) return 11;
             if (!generate_tokens(s, expected)) return 12;
             specla_session_free(s);
         }
@@ -55,7 +55,7 @@ TEST_CASE("out of address space: load, session creation and generation return OU
         // A second copy of the model does not fit in 16 MiB more.
         if (!test::cap_address_space(test::address_space_bytes() + (16u << 20))) return 13;
         specla_model *second = nullptr;
-        const specla_status load = specla_model_load(kPycode.c_str(), mp, &second);
+        const specla_status load = specla_model_load(kPycode.c_str(), &mp, &second);
         fprintf(out, "load=%d second=%d message=%s\n", int(load), second != nullptr, specla_last_error());
 
         // Sessions until the address space runs out.
@@ -64,7 +64,7 @@ TEST_CASE("out of address space: load, session creation and generation return OU
         specla_status create = SPECLA_OK;
         while (sessions.size() < 10000) {
             specla_session *s = nullptr;
-            create = specla_session_create(model, specla_session_default_params(), &s);
+            create = specla_session_create(model, nullptr, &s);
             if (create != SPECLA_OK) {
                 fprintf(out, "create=%d null=%d message=%s\n", int(create), s == nullptr, specla_last_error());
                 break;
@@ -81,7 +81,7 @@ TEST_CASE("out of address space: load, session creation and generation return OU
         // Freeing makes room again: a new session works and generates the same.
         for (specla_session *s : sessions) specla_session_free(s);
         specla_session *again = nullptr;
-        const specla_status after = specla_session_create(model, specla_session_default_params(), &again);
+        const specla_status after = specla_session_create(model, nullptr, &again);
         const bool again_same = after == SPECLA_OK && generate_tokens(again, got) && got == expected;
         fprintf(out, "after=%d after_same=%d\n", int(after), int(again_same));
         specla_session_free(again);
@@ -110,15 +110,15 @@ TEST_CASE("threads the system refuses to start: OUT_OF_MEMORY, no deadlock, no t
         specla_model_params mp = specla_model_default_params();
         mp.n_threads = 64;  // 63 workers of 8 MiB stack each: more than the cap below leaves
         specla_model *model = nullptr;
-        if (specla_model_load(kPycode.c_str(), mp, &model) != SPECLA_OK) return 10;
+        if (specla_model_load(kPycode.c_str(), &mp, &model) != SPECLA_OK) return 10;
         const int threads_before = test::thread_count();
         if (!test::cap_address_space(test::address_space_bytes() + (48u << 20))) return 11;
         specla_session *s = nullptr;
-        const specla_status st = specla_session_create(model, specla_session_default_params(), &s);
+        const specla_status st = specla_session_create(model, nullptr, &s);
         fprintf(out, "status=%d null=%d threads_left=%d message=%s\n", int(st), s == nullptr,
                 test::thread_count() - threads_before, specla_last_error());
         if (!test::lift_address_space_cap()) return 12;
-        const specla_status again = specla_session_create(model, specla_session_default_params(), &s);
+        const specla_status again = specla_session_create(model, nullptr, &s);
         std::vector<int32_t> got;
         fprintf(out, "again=%d generates=%d\n", int(again), int(again == SPECLA_OK && generate_tokens(s, got)));
         specla_session_free(s);
@@ -138,11 +138,11 @@ TEST_CASE("n_threads above SPECLA_LIMIT_THREADS is refused") {
     specla_model_params mp = specla_model_default_params();
     mp.n_threads = SPECLA_LIMIT_THREADS + 1;
     specla_model *model = reinterpret_cast<specla_model *>(&mp);  // must be reset to NULL
-    CHECK(specla_model_load(kPycode.c_str(), mp, &model) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_model_load(kPycode.c_str(), &mp, &model) == SPECLA_ERR_INVALID_ARGUMENT);
     CHECK(model == nullptr);
     const std::string message = specla_last_error();
     CHECK(contains(message, "n_threads (257)"));
     CHECK(contains(message, "SPECLA_LIMIT_THREADS (256)"));
     mp.n_threads = 1 << 30;
-    CHECK(specla_model_load(kPycode.c_str(), mp, &model) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_model_load(kPycode.c_str(), &mp, &model) == SPECLA_ERR_INVALID_ARGUMENT);
 }

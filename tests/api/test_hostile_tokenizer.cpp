@@ -15,18 +15,14 @@
 #include <vector>
 
 #include "specla/specla.h"
+#include "support/params.h"
+#include "support/sanitizer.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-#if defined(__SANITIZE_ADDRESS__)  // GCC
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)  // Clang
-constexpr bool kSanitized = __has_feature(address_sanitizer);
-#else
-constexpr bool kSanitized = false;
-#endif
+using test::kSanitized;
 
 // A temporary folder holding one sub-folder per tokenizer.json written into it.
 struct TempDir {
@@ -327,7 +323,7 @@ TEST_CASE("hostile tokenizer: token ids and table sizes are bounded") {
     specla_tokenizer *t = nullptr;
     REQUIRE(load(dir.write("largest", R"({"model": )" + bpe(R"("a": )" + largest) + "}"), &t) ==
             SPECLA_OK);
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(t, &info) == SPECLA_OK);
     CHECK(info.vocab_size == SPECLA_LIMIT_TOKENIZER_VOCAB);
     specla_tokenizer_free(t);

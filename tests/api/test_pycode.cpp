@@ -28,15 +28,15 @@ specla_model *pycode() {
 // Arbitrary in-vocabulary ids; the model continues them like any other context.
 const std::vector<int32_t> kPrompt = {0, 318, 1207, 7, 42, 2650, 11, 902, 15, 4100, 3, 77};
 
-specla_generate_params greedy(int32_t n) {
-    specla_generate_params gp = specla_generate_default_params();
+test::GenerateParams greedy(int32_t n) {
+    test::GenerateParams gp;
     gp.max_tokens = n;
     gp.stop_at_eos = false;
     return gp;
 }
 
-specla_generate_params sampled(int32_t n, uint64_t seed) {
-    specla_generate_params gp = greedy(n);
+test::GenerateParams sampled(int32_t n, uint64_t seed) {
+    test::GenerateParams gp = greedy(n);
     gp.sampling.temperature = 1.0f;
     gp.sampling.top_k = 50;
     gp.sampling.top_p = 0.95f;
@@ -47,7 +47,7 @@ specla_generate_params sampled(int32_t n, uint64_t seed) {
 }  // namespace
 
 TEST_CASE("gdn-pycode-22m: info matches its config") {
-    specla_model_info info{};
+    specla_model_info info = test::info_struct<specla_model_info>();
     REQUIRE(specla_model_get_info(pycode(), &info) == SPECLA_OK);
     CHECK(info.vocab_size == kVocab);
     CHECK(info.hidden_size == 384);
@@ -66,7 +66,7 @@ TEST_CASE("gdn-pycode-22m: info matches its config") {
     const size_t per_layer = size_t(2) * 128 * 256 + size_t(3) * (2 * 2 * 128 + 2 * 256);
     CHECK(info.state_bytes == 8 * per_layer * sizeof(float));
 
-    specla_memory_stats ms{};
+    specla_memory_stats ms = test::info_struct<specla_memory_stats>();
     REQUIRE(specla_model_memory_stats(pycode(), &ms) == SPECLA_OK);
     CHECK(ms.weight_bytes > 0);
     // BF16 matrices stay BF16: at least 2 bytes per parameter, well under 4.
@@ -76,7 +76,7 @@ TEST_CASE("gdn-pycode-22m: info matches its config") {
 }
 
 TEST_CASE("gdn-pycode-22m: greedy generation is deterministic") {
-    const specla_generate_params gp = greedy(32);
+    const test::GenerateParams gp = greedy(32);
     test::SessionHandle a(pycode());
     test::SessionHandle b(pycode());
     const auto first = a.generate(kPrompt, gp);
@@ -125,7 +125,7 @@ TEST_CASE("gdn-pycode-22m: sampling is reproducible per seed") {
     CHECK(s.generate(kPrompt, sampled(32, 1234567)) != one);
 
     // top_k 1 at any temperature is greedy.
-    specla_generate_params k1 = sampled(16, 99);
+    test::GenerateParams k1 = sampled(16, 99);
     k1.sampling.top_k = 1;
     test::SessionHandle g(pycode());
     const auto want = g.generate(kPrompt, greedy(16));
@@ -134,7 +134,7 @@ TEST_CASE("gdn-pycode-22m: sampling is reproducible per seed") {
 }
 
 TEST_CASE("gdn-pycode-22m: recurrent state can be read") {
-    specla_model_info info{};
+    specla_model_info info = test::info_struct<specla_model_info>();
     REQUIRE(specla_model_get_info(pycode(), &info) == SPECLA_OK);
     const size_t floats = size_t(info.num_v_heads) * info.head_k_dim * info.head_v_dim;
     test::SessionHandle s(pycode());

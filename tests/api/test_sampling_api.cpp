@@ -55,7 +55,7 @@ std::vector<int32_t> reference_loop(specla_model *m, const std::vector<int32_t> 
 int32_t candidates_of(specla_model *m) {
     const specla_tokenizer *tok = nullptr;
     if (specla_model_tokenizer(m, &tok) != SPECLA_OK) return test::ModelHandle::info_of(m).vocab_size;
-    specla_tokenizer_info ti{};
+    specla_tokenizer_info ti = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(tok, &ti) == SPECLA_OK);
     return ti.vocab_size;
 }
@@ -86,12 +86,12 @@ specla_sampling_params with(const Settings &k) {
 }
 
 specla_status generate_status(specla_session *s, const specla_sampling_params &sp, std::string &message) {
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.sampling = sp;
     gp.max_tokens = 2;
     const int32_t prompt[] = {1, 2};
     size_t n = 0;
-    const specla_status st = specla_generate(s, prompt, 2, gp, nullptr, 0, &n);
+    const specla_status st = specla_generate(s, prompt, 2, gp.get(), nullptr, 0, &n);
     message = specla_last_error();
     return st;
 }
@@ -107,7 +107,7 @@ TEST_CASE("sampling params: defaults leave the transformations off") {
     CHECK(p.min_p == 0.f);
     CHECK(p.logit_bias == nullptr);
     CHECK(p.n_logit_bias == 0);
-    const specla_spec_params sp = specla_spec_default_params();
+    const test::SpecParams sp;
     CHECK(sp.generate.sampling.repetition_penalty == 1.f);
     CHECK(sp.generate.sampling.penalty_last_n == 64);
 }
@@ -122,7 +122,7 @@ TEST_CASE("plain greedy with penalties and bias equals the reference loop") {
             std::vector<specla_logit_bias> bias = k.bias;
             for (auto &b : bias) b.token %= vocab;
             sp.logit_bias = bias.empty() ? nullptr : bias.data();
-            specla_generate_params gp = specla_generate_default_params();
+            test::GenerateParams gp;
             gp.sampling = sp;
             gp.max_tokens = 24;
             gp.stop_at_eos = false;
@@ -131,7 +131,7 @@ TEST_CASE("plain greedy with penalties and bias equals the reference loop") {
             const auto got = s.generate(prompt, gp);
             CHECK(got == reference_loop(model.m, prompt, gp.max_tokens, sp, candidates_of(model.m)));
             // And the penalties changed something (else the test would prove little).
-            specla_generate_params plain = gp;
+            test::GenerateParams plain = gp;
             plain.sampling = specla_sampling_default_params();
             test::SessionHandle s2(model.m);
             if (k.repetition != 1.f || k.presence != 0.f || !k.bias.empty()) CHECK(s2.generate(prompt, plain) != got);
@@ -148,7 +148,7 @@ TEST_CASE("greedy speculative with penalties equals plain greedy with penalties 
     for (size_t i = 0; i < 8; ++i) {
         const auto ids = test::tokenize(model.m, prompts.at(i * 9).get<std::string>());
         const Settings &k = kSettings[i % kSettings.size()];
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.sampling = with(k);
         gp.max_tokens = 40;
         gp.stop_at_eos = false;
@@ -159,14 +159,14 @@ TEST_CASE("greedy speculative with penalties equals plain greedy with penalties 
         for (bool deferred : {true, false}) {
             test::SessionHandle s(model.m);
             test::DrafterHandle d(model.m);
-            specla_spec_params p = specla_spec_default_params();
+            test::SpecParams p;
             p.generate = gp;
             p.deferred_commit = deferred;
             p.max_draft_nodes = 6;
             std::vector<int32_t> got(size_t(gp.max_tokens));
             size_t n = 0;
-            specla_spec_stats stats{};
-            REQUIRE(specla_generate_speculative(s.s, d.d, ids.data(), ids.size(), p, got.data(), got.size(), &n,
+            specla_spec_stats stats = test::info_struct<specla_spec_stats>();
+            REQUIRE(specla_generate_speculative(s.s, d.d, ids.data(), ids.size(), p.get(), got.data(), got.size(), &n,
                                                 &stats) == SPECLA_OK);
             got.resize(n);
             CHECK(got == want);
@@ -241,17 +241,17 @@ TEST_CASE("sampling params: bad values are refused naming the field") {
     std::string message;
     CHECK(generate_status(s.s, ok, message) == SPECLA_OK);
     // The same checks guard the speculative calls and the verification primitive.
-    specla_spec_params sp = specla_spec_default_params();
+    test::SpecParams sp;
     sp.generate.sampling.min_p = 2.f;
     test::DrafterHandle d(model.m);
     specla_generation *gen = nullptr;
-    CHECK(specla_generation_begin(s.s, d.d, nullptr, 0, sp, &gen) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_generation_begin(s.s, d.d, nullptr, 0, sp.get(), &gen) == SPECLA_ERR_INVALID_ARGUMENT);
     CHECK(std::string(specla_last_error()).find("min_p") != std::string::npos);
     CHECK(gen == nullptr);
     int32_t bonus = -1;
     size_t n_acc = 0;
-    CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, sp.generate.sampling, true, nullptr, &n_acc,
-                                     &bonus, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(specla_session_verify_tree(s.s, nullptr, nullptr, 0, nullptr, test::VerifyParams(sp.generate.sampling).get(),
+                                     nullptr, &n_acc, &bonus, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
 }
 
 TEST_CASE("a random seed is reported and repeats the generation") {
@@ -260,7 +260,7 @@ TEST_CASE("a random seed is reported and repeats the generation") {
     auto run = [&](uint64_t seed, bool speculative, uint64_t &used) {
         test::SessionHandle s(model.m);
         test::DrafterHandle d(model.m);
-        specla_spec_params p = specla_spec_default_params();
+        test::SpecParams p;
         p.generate.sampling.temperature = 1.5f;
         p.generate.sampling.seed = seed;
         p.generate.sampling.repetition_penalty = 1.2f;
@@ -268,15 +268,15 @@ TEST_CASE("a random seed is reported and repeats the generation") {
         p.generate.max_tokens = 32;
         p.generate.stop_at_eos = false;
         specla_generation *gen = nullptr;
-        REQUIRE(specla_generation_begin(s.s, speculative ? d.d : nullptr, prompt.data(), prompt.size(), p, &gen) ==
-                SPECLA_OK);
+        REQUIRE(specla_generation_begin(s.s, speculative ? d.d : nullptr, prompt.data(), prompt.size(), p.get(),
+                                        &gen) == SPECLA_OK);
         std::vector<int32_t> out;
-        specla_generation_step step{};
+        specla_generation_step step = test::info_struct<specla_generation_step>();
         while (specla_generation_next(gen, &step) == SPECLA_OK) {
             out.insert(out.end(), step.tokens, step.tokens + step.n_tokens);
             if (step.finish_reason != SPECLA_FINISH_NONE) break;
         }
-        specla_spec_stats stats{};
+        specla_spec_stats stats = test::info_struct<specla_spec_stats>();
         REQUIRE(specla_generation_stats(gen, &stats) == SPECLA_OK);
         used = stats.seed;
         specla_generation_free(gen);

@@ -25,8 +25,8 @@ std::vector<int32_t> pycode_prompt(specla_model *m, int i) {
     return test::tokenize(m, j.at("prompts").at(size_t(i)).get<std::string>());
 }
 
-specla_generate_params greedy(int32_t n) {
-    specla_generate_params gp = specla_generate_default_params();
+test::GenerateParams greedy(int32_t n) {
+    test::GenerateParams gp;
     gp.max_tokens = n;
     gp.stop_at_eos = false;
     return gp;
@@ -52,11 +52,11 @@ void load(specla_session *s, const std::vector<unsigned char> &buf) {
 
 std::vector<int32_t> speculative(specla_session *s, specla_model *m, const std::vector<int32_t> &prompt, int32_t n) {
     test::DrafterHandle d(m);
-    specla_spec_params p = specla_spec_default_params();
+    test::SpecParams p;
     p.generate = greedy(n);
     std::vector<int32_t> out(static_cast<size_t>(n));
     size_t got = 0;
-    const specla_status st = specla_generate_speculative(s, d.d, prompt.data(), prompt.size(), p, out.data(),
+    const specla_status st = specla_generate_speculative(s, d.d, prompt.data(), prompt.size(), p.get(), out.data(),
                                                          out.size(), &got, nullptr);
     INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
@@ -353,7 +353,7 @@ TEST_CASE("session memory: every buffer of a default pycode session, and the fie
     test::ModelHandle model(pycode_dir());
     const specla_model_info info = model.info();
     test::SessionHandle s(model.m);
-    specla_session_memory m{};
+    specla_session_memory m = test::info_struct<specla_session_memory>();
     REQUIRE(specla_session_get_memory(s.s, &m) == SPECLA_OK);
     CHECK(m.state_bytes == info.state_bytes);
     CHECK(m.total_bytes == m.state_bytes + m.factor_bytes + m.scratch_bytes + m.context_bytes);
@@ -366,7 +366,7 @@ TEST_CASE("session memory: every buffer of a default pycode session, and the fie
     CHECK(m.total_bytes < 24u << 20);
 
     speculative(s.s, model.m, pycode_prompt(model.m, 0), 32);
-    specla_session_memory after{};
+    specla_session_memory after = test::info_struct<specla_session_memory>();
     REQUIRE(specla_session_get_memory(s.s, &after) == SPECLA_OK);
     CHECK(after.context_bytes >= size_t(n_past(s.s)) * sizeof(int32_t));
     CHECK(after.scratch_bytes >= m.scratch_bytes);
@@ -381,7 +381,7 @@ TEST_CASE("session state: CUDA and CPU sessions of one model take each other's s
     specla_model_params gp = specla_model_default_params();
     gp.backend = SPECLA_BACKEND_CUDA;
     specla_model *gpu = nullptr;
-    const specla_status st = specla_model_load(pycode_dir().c_str(), gp, &gpu);
+    const specla_status st = specla_model_load(pycode_dir().c_str(), &gp, &gpu);
     if (st == SPECLA_ERR_BACKEND_UNAVAILABLE || st == SPECLA_ERR_UNSUPPORTED) {
         MESSAGE("CUDA session state test skipped: " << std::string(specla_last_error()));
         return;
@@ -420,7 +420,7 @@ TEST_CASE("session state: CUDA and CPU sessions of one model take each other's s
         // The GPU session's device memory is what the arena handed out for it.
         specla_memory_stats before{}, after{};
         REQUIRE(specla_model_memory_stats(gpu, &before) == SPECLA_OK);
-        specla_session_memory sm{};
+        specla_session_memory sm = test::info_struct<specla_session_memory>();
         {
             test::SessionHandle fresh(gpu);
             REQUIRE(specla_model_memory_stats(gpu, &after) == SPECLA_OK);

@@ -21,7 +21,7 @@ specla_model *load_cuda(const std::string &dir) {
     specla_model_params p = specla_model_default_params();
     p.backend = SPECLA_BACKEND_CUDA;
     specla_model *m = nullptr;
-    const specla_status st = specla_model_load(dir.c_str(), p, &m);
+    const specla_status st = specla_model_load(dir.c_str(), &p, &m);
     if (st == SPECLA_ERR_BACKEND_UNAVAILABLE || st == SPECLA_ERR_UNSUPPORTED) {
         MESSAGE("CUDA speculative API test skipped: " << specla_last_error());
         return nullptr;
@@ -39,26 +39,25 @@ struct Model {
     Model &operator=(const Model &) = delete;
 };
 
-std::vector<int32_t> speculative(specla_model *m, const std::vector<int32_t> &prompt, specla_generate_params gp,
+std::vector<int32_t> speculative(specla_model *m, const std::vector<int32_t> &prompt, test::GenerateParams gp,
                                  bool deferred, specla_tree_algorithm algo, specla_spec_stats *stats) {
     test::SessionHandle s(m);
     specla_drafter *d = nullptr;
-    REQUIRE(specla_drafter_create(m, specla_drafter_default_params(), &d) == SPECLA_OK);
-    specla_spec_params p = specla_spec_default_params();
+    REQUIRE(specla_drafter_create(m, nullptr, &d) == SPECLA_OK);
+    test::SpecParams p;
     p.generate = gp;
     p.deferred_commit = deferred;
     p.tree_algorithm = algo;
     std::vector<int32_t> out(size_t(gp.max_tokens));
     size_t n = 0;
     const specla_status st =
-        specla_generate_speculative(s.s, d, prompt.data(), prompt.size(), p, out.data(), out.size(), &n, stats);
+        specla_generate_speculative(s.s, d, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n, stats);
     specla_drafter_free(d);
     INFO(specla_last_error());
     REQUIRE(st == SPECLA_OK);
     out.resize(n);
     return out;
 }
-
 
 }  // namespace
 
@@ -68,7 +67,7 @@ TEST_CASE("cuda: greedy speculative generation equals plain greedy generation on
         if (!model.m) return;
         test::Expected ex = test::load_expected(name);
         const auto prompt = ex.i32("input_ids");
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 40;
         gp.stop_at_eos = false;
         test::SessionHandle plain(model.m);
@@ -76,7 +75,7 @@ TEST_CASE("cuda: greedy speculative generation equals plain greedy generation on
         REQUIRE(want.size() == 40u);
         for (bool deferred : {true, false}) {
             for (specla_tree_algorithm algo : {SPECLA_TREE_AUTO, SPECLA_TREE_HYBRID, SPECLA_TREE_PARALLEL_WY}) {
-                specla_spec_stats stats{};
+                specla_spec_stats stats = test::info_struct<specla_spec_stats>();
                 const auto got = speculative(model.m, prompt, gp, deferred, algo, &stats);
                 INFO(name, " deferred ", deferred, " algo ", int(algo));
                 if (algo == SPECLA_TREE_PARALLEL_WY) {
@@ -101,12 +100,12 @@ TEST_CASE("cuda: greedy speculative generation equals plain greedy on every gdn-
     specla_spec_stats total[2] = {};
     for (const auto &text : prompts) {
         const auto ids = test::tokenize(model.m, text.get<std::string>());
-        specla_generate_params gp = specla_generate_default_params();
+        test::GenerateParams gp;
         gp.max_tokens = 48;
         test::SessionHandle plain(model.m);
         const auto want = plain.generate(ids, gp);
         for (int deferred = 0; deferred < 2; ++deferred) {
-            specla_spec_stats stats{};
+            specla_spec_stats stats = test::info_struct<specla_spec_stats>();
             const auto got = speculative(model.m, ids, gp, deferred == 1, SPECLA_TREE_AUTO, &stats);
             INFO("prompt ", n_prompts, " deferred ", deferred);
             if (got != want) ++mismatches;

@@ -31,7 +31,7 @@ const char *kPrompt = "import os\n\n\ndef read_lines(path):\n    \"\"\"Return th
 
 TEST_CASE("text generation streams the detokenized output and honours stop strings") {
     test::ModelHandle model(test::models_dir() + "/gdn-pycode-22m");
-    specla_generate_params gp = specla_generate_default_params();
+    test::GenerateParams gp;
     gp.max_tokens = 48;
     gp.stop_at_eos = false;
 
@@ -42,7 +42,7 @@ TEST_CASE("text generation streams the detokenized output and honours stop strin
     size_t n = 0;
     {
         test::SessionHandle s(model.m);
-        REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
+        REQUIRE(specla_generate_text(s.s, kPrompt, gp.get(), &text, &n) == SPECLA_OK);
     }
     REQUIRE(text != nullptr);
     const std::string returned = text;
@@ -69,7 +69,7 @@ TEST_CASE("text generation streams the detokenized output and honours stop strin
             stopped = Collected{};
             gp.include_stop_string = include;
             test::SessionHandle s(model.m);
-            REQUIRE(specla_generate_text(s.s, kPrompt, gp, &text, &n) == SPECLA_OK);
+            REQUIRE(specla_generate_text(s.s, kPrompt, gp.get(), &text, &n) == SPECLA_OK);
             const std::string got = text;
             specla_string_free(text);
             // The text ends where the stop string begins (or, including it, right after it: the
@@ -86,13 +86,13 @@ TEST_CASE("text generation streams the detokenized output and honours stop strin
     SUBCASE("speculative text generation streams the same text") {
         Collected spec;
         gp.user_data = &spec;
-        specla_spec_params sp = specla_spec_default_params();
+        test::SpecParams sp;
         sp.generate = gp;
         specla_drafter *d = nullptr;
-        REQUIRE(specla_drafter_create(model.m, specla_drafter_default_params(), &d) == SPECLA_OK);
+        REQUIRE(specla_drafter_create(model.m, nullptr, &d) == SPECLA_OK);
         test::SessionHandle s(model.m);
-        specla_spec_stats stats{};
-        REQUIRE(specla_generate_speculative_text(s.s, d, kPrompt, sp, &text, &n, &stats) == SPECLA_OK);
+        specla_spec_stats stats = test::info_struct<specla_spec_stats>();
+        REQUIRE(specla_generate_speculative_text(s.s, d, kPrompt, sp.get(), &text, &n, &stats) == SPECLA_OK);
         const std::string got = text;
         specla_string_free(text);
         specla_drafter_free(d);

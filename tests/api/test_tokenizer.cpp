@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "specla/specla.h"
+#include "support/params.h"
 
 namespace {
 
@@ -167,7 +168,7 @@ size_t check_golden(const std::string &name) {
     const json &cases = golden["cases"];
     REQUIRE(cases.size() == corpus.size());
     Tok tok(folder_of(golden["tokenizer"].get<std::string>()));
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(tok.t, &info) == SPECLA_OK);
     int32_t bos = -1;
     if (!golden["bos_prepend"].is_null()) {
@@ -293,7 +294,7 @@ TEST_CASE("tokenizer: one long text keeps its ids") {
 
 TEST_CASE("tokenizer: info") {
     Tok gdn(kGdn);
-    specla_tokenizer_info info{};
+    specla_tokenizer_info info = test::info_struct<specla_tokenizer_info>();
     REQUIRE(specla_tokenizer_get_info(gdn.t, &info) == SPECLA_OK);
     CHECK(info.vocab_size == 8192);
     CHECK(info.bos_token_id == 0);
@@ -468,7 +469,7 @@ TEST_CASE("tokenizer: bad inputs") {
         CHECK(specla_tokenizer_load(kGdn.c_str(), nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
         const specla_tokenizer *borrowed = nullptr;
         CHECK(specla_model_tokenizer(nullptr, &borrowed) == SPECLA_ERR_INVALID_ARGUMENT);
-        specla_tokenizer_info info;
+        specla_tokenizer_info info = test::info_struct<specla_tokenizer_info>();
         CHECK(specla_tokenizer_get_info(nullptr, &info) == SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(specla_tokenizer_get_info(gdn.t, nullptr) == SPECLA_ERR_INVALID_ARGUMENT);
         CHECK(specla_tokenize(nullptr, "a", 1, false, true, ids, 8, &n) == SPECLA_ERR_INVALID_ARGUMENT);
@@ -606,7 +607,7 @@ TEST_CASE("tokenizer: bad inputs") {
 TEST_CASE("tokenizer: a model's own tokenizer") {
     specla_model_params params = specla_model_default_params();
     specla_model *model = nullptr;
-    REQUIRE_MESSAGE(specla_model_load(kGdn.c_str(), params, &model) == SPECLA_OK, specla_last_error());
+    REQUIRE_MESSAGE(specla_model_load(kGdn.c_str(), &params, &model) == SPECLA_OK, specla_last_error());
     const specla_tokenizer *owned = nullptr;
     REQUIRE(specla_model_tokenizer(model, &owned) == SPECLA_OK);
     REQUIRE(owned != nullptr);
@@ -619,7 +620,7 @@ TEST_CASE("tokenizer: a model's own tokenizer") {
 
     // No tokenizer.json (a random-weight fixture), or loading it switched off: SPECLA_ERR_STATE.
     model = nullptr;
-    REQUIRE(specla_model_load((kData + "/gdn_tiny_a").c_str(), params, &model) == SPECLA_OK);
+    REQUIRE(specla_model_load((kData + "/gdn_tiny_a").c_str(), &params, &model) == SPECLA_OK);
     owned = reinterpret_cast<const specla_tokenizer *>(1);
     CHECK(specla_model_tokenizer(model, &owned) == SPECLA_ERR_STATE);
     CHECK(owned == nullptr);
@@ -627,7 +628,7 @@ TEST_CASE("tokenizer: a model's own tokenizer") {
     specla_model_free(model);
     params.load_tokenizer = false;
     model = nullptr;
-    REQUIRE(specla_model_load(kGdn.c_str(), params, &model) == SPECLA_OK);
+    REQUIRE(specla_model_load(kGdn.c_str(), &params, &model) == SPECLA_OK);
     CHECK(specla_model_tokenizer(model, &owned) == SPECLA_ERR_STATE);
     specla_model_free(model);
 }

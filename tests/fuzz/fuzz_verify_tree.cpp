@@ -2,11 +2,11 @@
 // with its own drafter feeds) on the tiny fixture model tests/fixtures/gdn_tiny_a, loaded once.
 // Each input creates a session (fuzzed max_tree_nodes), optionally evaluates a short prompt, then
 // runs up to three verification steps with fuzzed tokens, parents, n_nodes, drafter
-// distributions (with NaN, infinities, negatives and denormals), sampling parameters and
-// deferred_commit. Besides sanitizer reports, a finding is: a refusal that is not a clean status,
-// an accepted path that is not a root-to-leaf path of the tree, a bonus token outside the
-// vocabulary, non-finite target logits, or a session that cannot evaluate a token afterwards
-// (bad arguments must leave it usable).
+// distributions (with NaN, infinities, negatives and denormals), sampling parameters,
+// deferred_commit and the tree algorithm (also one that does not exist). Besides sanitizer
+// reports, a finding is: a refusal that is not a clean status, an accepted path that is not a
+// root-to-leaf path of the tree, a bonus token outside the vocabulary, non-finite target logits,
+// or a session that cannot evaluate a token afterwards (bad arguments must leave it usable).
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ specla_model *fixture_model() {
         specla_model_params p = specla_model_default_params();
         p.n_threads = 1;
         specla_model *m = nullptr;
-        if (specla_model_load(SPECLA_FUZZ_MODEL_DIR, p, &m) != SPECLA_OK)
+        if (specla_model_load(SPECLA_FUZZ_MODEL_DIR, &p, &m) != SPECLA_OK)
             fuzz::finding(std::string("cannot load the fixture model: ") + specla_last_error());
         return m;
     }();
@@ -118,13 +118,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FuzzedDataProvider fdp(data, size);
     specla_model *model = fixture_model();
     specla_model_info info{};
+    info.struct_size = sizeof info;
     specla_model_get_info(model, &info);
     const size_t vocab = size_t(info.vocab_size);
 
     specla_session_params sp = specla_session_default_params();
     sp.max_tree_nodes = fdp.ConsumeIntegralInRange<int32_t>(0, 40);
     specla_session *session = nullptr;
-    const specla_status created = specla_session_create(model, sp, &session);
+    const specla_status created = specla_session_create(model, &sp, &session);
     if (created != SPECLA_OK) {
         fuzz::check_refusal(created, specla_last_error());
         return 0;
@@ -150,7 +151,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         std::vector<float> dists;
         if (fdp.ConsumeBool()) dists = pick_draft_dists(fdp, n_nodes, vocab, tokens);
         const specla_sampling_params sampling = pick_sampling(fdp);
-        const bool deferred = fdp.ConsumeBool();
+        specla_verify_params vp = specla_verify_default_params();
+        vp.sampling = &sampling;
+        vp.deferred_commit = fdp.ConsumeBool();
+        vp.tree_algorithm = specla_tree_algorithm(fdp.ConsumeIntegralInRange<int>(0, 3));  // 3: not an algorithm
         const bool want_logits = fdp.ConsumeBool();
 
         std::vector<int32_t> accepted(n_nodes);
@@ -158,8 +162,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         size_t n_accepted = 0;
         int32_t bonus = -1;
         const specla_status st = specla_session_verify_tree(
-            session, tokens.data(), parents.data(), n_nodes, dists.empty() ? nullptr : dists.data(), sampling,
-            deferred, accepted.data(), &n_accepted, &bonus, want_logits ? logits.data() : nullptr);
+            session, tokens.data(), parents.data(), n_nodes, dists.empty() ? nullptr : dists.data(), &vp,
+            accepted.data(), &n_accepted, &bonus, want_logits ? logits.data() : nullptr);
         if (st != SPECLA_OK) {
             fuzz::check_refusal(st, specla_last_error());
             continue;

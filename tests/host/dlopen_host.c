@@ -62,21 +62,26 @@ int main(int argc, char **argv) {
     SYM(lib, specla_tokenizer_free)(tok);
 
     specla_model *model = NULL;
-    s = SYM(lib, specla_model_load)(argv[3], SYM(lib, specla_model_default_params)(), &model);
+    s = SYM(lib, specla_model_load)(argv[3], NULL, &model);
     if (s != SPECLA_OK) {
         fprintf(stderr, "specla_model_load: %d %s\n", (int)s, last_error());
         return 1;
     }
     specla_session *session = NULL;
-    s = SYM(lib, specla_session_create)(model, SYM(lib, specla_session_default_params)(), &session);
+    s = SYM(lib, specla_session_create)(model, NULL, &session);
     if (s != SPECLA_OK) {
         fprintf(stderr, "specla_session_create: %d %s\n", (int)s, last_error());
         return 1;
     }
-    specla_generate_params gp = SYM(lib, specla_generate_default_params)();
+    specla_generate_params gp;
+    s = SYM(lib, specla_generate_params_init)(&gp, sizeof gp);
+    if (s != SPECLA_OK) {
+        fprintf(stderr, "specla_generate_params_init: %d %s\n", (int)s, last_error());
+        return 1;
+    }
     gp.max_tokens = 16;
     char *text = NULL;
-    s = SYM(lib, specla_generate_text)(session, prompt, gp, &text, NULL);
+    s = SYM(lib, specla_generate_text)(session, prompt, &gp, &text, NULL);
     if (s != SPECLA_OK || !text) {
         fprintf(stderr, "specla_generate_text: %d %s\n", (int)s, last_error());
         return 1;

@@ -4,7 +4,7 @@
 #       Makefile;
 #   (b) a CMake project finds it with find_package(SpecLA) and builds and runs;
 #   (c) the shared library exports only specla_* symbols;
-#   (d) its SONAME is libspecla.so.<SPECLA_ABI_VERSION> (2);
+#   (d) its SONAME is libspecla.so.<SPECLA_ABI_VERSION> (3);
 #   (e) the installed header compiles as C99 -pedantic and as C++;
 #   (f) the Java and C# bindings, where they were built, compile their samples against the
 #       installed jar / assembly and run them on the shipped model.
@@ -75,7 +75,7 @@ HELLO_IDS=$(tail -n 1 <<<"$OUT")
 # Into a variable first: `grep -q` may exit before ldd has written everything, and pipefail
 # would then report ldd's SIGPIPE as a failure.
 HELLO_LIBS=$(LD_LIBRARY_PATH="$LIBDIR" ldd "$WORK/hello")
-grep -q "$LIBDIR/libspecla.so.2" <<<"$HELLO_LIBS" \
+grep -q "$LIBDIR/libspecla.so.3" <<<"$HELLO_LIBS" \
     || die "hello did not resolve libspecla from the prefix"
 
 # The sample's own Makefile, in a scratch copy (it builds next to its source).
@@ -130,7 +130,7 @@ echo "no allocator symbols in libspecla or its NEEDED libraries"
 step "(d) SONAME"
 SONAME=$(objdump -p "$LIB" | awk '$1 == "SONAME" { print $2 }')
 ABI=$(awk '$1 == "#define" && $2 == "SPECLA_ABI_VERSION" { print $3 }' "$PREFIX/include/specla/specla.h")
-[[ "$SONAME" == "libspecla.so.2" ]] || die "SONAME is '$SONAME', expected libspecla.so.2"
+[[ "$SONAME" == "libspecla.so.3" ]] || die "SONAME is '$SONAME', expected libspecla.so.3"
 [[ "$SONAME" == "libspecla.so.$ABI" ]] || die "SONAME '$SONAME' does not match SPECLA_ABI_VERSION $ABI"
 [[ -L "$LIBDIR/libspecla.so" && -e "$LIBDIR/$SONAME" ]] || die "libspecla.so -> $SONAME links are missing"
 echo "$SONAME"
@@ -190,9 +190,9 @@ if [[ -x "$BUILD/samples/specla" ]]; then
     OUT=$(env -i PATH=/usr/bin:/bin "$CLI" generate --model "$MODEL" --tokens 1,2,3 --max-tokens 5 --quiet 2>&1) \
         || die "the installed specla program does not run from its prefix: $OUT"
     [[ "$OUT" =~ ^[0-9]+(,[0-9]+){4}$ ]] || die "the installed specla program did not print 5 token ids: '$OUT'"
-    RESOLVED=$(env -i PATH=/usr/bin:/bin ldd "$CLI" | awk '$1 == "libspecla.so.2" { print $3 }')
-    [[ -n "$RESOLVED" && "$(readlink -f "$RESOLVED")" == "$(readlink -f "$LIBDIR/libspecla.so.2")" ]] \
-        || die "the installed specla program resolves libspecla.so.2 to '$RESOLVED', not the prefix's"
+    RESOLVED=$(env -i PATH=/usr/bin:/bin ldd "$CLI" | awk '$1 == "libspecla.so.3" { print $3 }')
+    [[ -n "$RESOLVED" && "$(readlink -f "$RESOLVED")" == "$(readlink -f "$LIBDIR/libspecla.so.3")" ]] \
+        || die "the installed specla program resolves libspecla.so.3 to '$RESOLVED', not the prefix's"
     echo "bin/specla: $OUT"
 else
     echo "specla program: not built (SPECLA_BUILD_SAMPLES=OFF); skipped"

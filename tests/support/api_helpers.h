@@ -7,13 +7,14 @@
 #include <vector>
 
 #include "specla/specla.h"
+#include "support/params.h"
 
 namespace test {
 
 struct ModelHandle {
     specla_model *m = nullptr;
     explicit ModelHandle(const std::string &folder, specla_model_params p = specla_model_default_params()) {
-        const specla_status st = specla_model_load(folder.c_str(), p, &m);
+        const specla_status st = specla_model_load(folder.c_str(), &p, &m);
         INFO("load ", folder, ": ", std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
@@ -22,7 +23,7 @@ struct ModelHandle {
     ModelHandle &operator=(const ModelHandle &) = delete;
     specla_model_info info() const { return info_of(m); }
     static specla_model_info info_of(const specla_model *model) {
-        specla_model_info i{};
+        specla_model_info i = info_struct<specla_model_info>();
         REQUIRE(specla_model_get_info(model, &i) == SPECLA_OK);
         return i;
     }
@@ -31,7 +32,7 @@ struct ModelHandle {
 struct SessionHandle {
     specla_session *s = nullptr;
     explicit SessionHandle(specla_model *m, specla_session_params p = specla_session_default_params()) {
-        const specla_status st = specla_session_create(m, p, &s);
+        const specla_status st = specla_session_create(m, &p, &s);
         INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
     }
@@ -54,11 +55,10 @@ struct SessionHandle {
         REQUIRE(specla_session_get_state(s, layer, out.data(), out.size()) == SPECLA_OK);
         return out;
     }
-    std::vector<int32_t> generate(const std::vector<int32_t> &prompt, specla_generate_params p) {
+    std::vector<int32_t> generate(const std::vector<int32_t> &prompt, GenerateParams p = GenerateParams()) {
         std::vector<int32_t> out(size_t(p.max_tokens));
         size_t n = 0;
-        const specla_status st =
-            specla_generate(s, prompt.data(), prompt.size(), p, out.data(), out.size(), &n);
+        const specla_status st = specla_generate(s, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n);
         INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
         out.resize(n);
@@ -69,7 +69,7 @@ struct SessionHandle {
 struct DrafterHandle {
     specla_drafter *d = nullptr;
     explicit DrafterHandle(specla_model *m, specla_drafter_params p = specla_drafter_default_params()) {
-        REQUIRE(specla_drafter_create(m, p, &d) == SPECLA_OK);
+        REQUIRE(specla_drafter_create(m, &p, &d) == SPECLA_OK);
     }
     ~DrafterHandle() { specla_drafter_free(d); }
     DrafterHandle(const DrafterHandle &) = delete;

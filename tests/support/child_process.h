@@ -14,19 +14,9 @@
 #include <functional>
 #include <string>
 
-namespace test {
+#include "support/sanitizer.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
+namespace test {
 
 struct ChildResult {
     bool exited = false;     // false: killed by a signal (SIGALRM: it ran past its time)

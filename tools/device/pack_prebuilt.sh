@@ -4,7 +4,7 @@
 #
 #   tools/device/pack_prebuilt.sh [BUILD_DIR] [PROGRAM ...]
 #     BUILD_DIR  default build-cuda
-#     PROGRAM    default: specla_internal_tests bench_decode specla_api_tests libspecla.so.2
+#     PROGRAM    default: specla_internal_tests bench_decode specla_api_tests libspecla.so.3
 #                (also known: bench_verify bench_generate; from a build configured with
 #                -DSPECLA_BUILD_EXPERIMENTS=ON: bench_step_floor bench_persistent_step
 #                specla_experiment_tests)
@@ -21,7 +21,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 build="${1:-build-cuda}"
 [ $# -gt 0 ] && shift
 programs=("$@")
-[ ${#programs[@]} -gt 0 ] || programs=(specla_internal_tests bench_decode specla_api_tests libspecla.so.2)
+[ ${#programs[@]} -gt 0 ] || programs=(specla_internal_tests bench_decode specla_api_tests libspecla.so.3)
 case "$build" in /*) ;; *) build="$root/$build" ;; esac
 
 where() {  # the built file of a program
@@ -29,7 +29,7 @@ where() {  # the built file of a program
         specla_internal_tests | specla_api_tests) echo "$build/tests/$1" ;;
         bench_step_floor | bench_persistent_step | specla_experiment_tests) echo "$build/bench/experiments/$1" ;;
         bench_*) echo "$build/bench/$1" ;;
-        libspecla.so.2) readlink -f "$build/libspecla.so.2" ;;
+        libspecla.so.3) readlink -f "$build/libspecla.so.3" ;;
         *) echo "unknown program: $1" >&2; return 1 ;;
     esac
 }

@@ -139,7 +139,7 @@ if has prebuilt; then
     if unpack bench_persistent_step; then persistent_bin=/tmp/specla-prebuilt/bench_persistent_step; found=1; fi
     if unpack specla_experiment_tests; then exp_tests_bin=/tmp/specla-prebuilt/specla_experiment_tests; found=1; fi
     # The public-API tests with the shared library they link.
-    if unpack specla_api_tests && unpack libspecla.so.2; then
+    if unpack specla_api_tests && unpack libspecla.so.3; then
         api_bin=/tmp/specla-prebuilt/specla_api_tests
         export LD_LIBRARY_PATH="/tmp/specla-prebuilt:$LD_LIBRARY_PATH"
         found=1

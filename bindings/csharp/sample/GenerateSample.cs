@@ -1,6 +1,6 @@
 // Continues a Python function header with speculative decoding, through the C# binding.
 //   mono specla_csharp_sample.exe MODEL_DIR [PROMPT]
-// (libspecla_csharp.so next to the program or on LD_LIBRARY_PATH, libspecla.so.2 findable.)
+// (libspecla_csharp.so next to the program or on LD_LIBRARY_PATH, libspecla.so.3 findable.)
 using System;
 using SpecLA;
 

@@ -20,42 +20,64 @@ def test_version_matches_header() -> None:
 
 
 def test_default_params_read_through_the_structs() -> None:
-    lib = _capi.lib
-    mp = lib.specla_model_default_params()
+    mp = _capi.default_params(_capi.specla_model_params)
+    assert mp.struct_size == ctypes.sizeof(_capi.specla_model_params)
     assert (mp.backend, mp.device, mp.n_threads, mp.arena_block_bytes) == (0, 0, 0, 0)
     assert not mp.progress_callback and mp.progress_user_data is None
     assert mp.load_tokenizer is True
 
-    sp = lib.specla_session_default_params()
+    sp = _capi.default_params(_capi.specla_session_params)
     assert (sp.max_tree_nodes, sp.max_batch_tokens) == (64, 512)
 
-    sa = lib.specla_sampling_default_params()
+    sa = _capi.default_params(_capi.specla_sampling_params)
     assert (sa.temperature, sa.top_k, sa.top_p, sa.seed) == (0.0, 0, 1.0, 0)
+    assert (sa.repetition_penalty, sa.penalty_last_n, sa.min_p, sa.n_logit_bias) == \
+        (1.0, 64, 0.0, 0)
 
-    gp = lib.specla_generate_default_params()
+    gp = _capi.default_params(_capi.specla_generate_params)
     assert gp.max_tokens == 128 and gp.stop_at_eos is True
-    assert (gp.sampling.top_p, gp.n_stop_strings) == (1.0, 0)
+    assert not gp.sampling and gp.n_stop_strings == 0  # NULL: the sampling defaults
     assert not gp.on_token and gp.user_data is None and not gp.stop_strings
     assert (gp.include_special_tokens, gp.include_stop_string) == (False, False)
 
-    dp = lib.specla_drafter_default_params()
+    dp = _capi.default_params(_capi.specla_drafter_params)
     assert (dp.type, dp.min_ngram, dp.max_ngram, dp.max_draft_len, dp.max_branches) == \
         (_capi.SPECLA_DRAFTER_PROMPT_LOOKUP, 2, 4, 8, 2)
     assert dp.path is None
 
-    spec = lib.specla_spec_default_params()
-    assert spec.generate.max_tokens == 128 and spec.generate.stop_at_eos is True
-    assert spec.generate.sampling.top_p == 1.0
-    assert (spec.generate.include_special_tokens, spec.generate.include_stop_string) == \
-        (False, False)
+    spec = _capi.default_params(_capi.specla_spec_params)
+    assert not spec.generate  # NULL: the generation defaults
     assert (spec.max_draft_nodes, spec.max_draft_depth) == (4, 8)
     assert spec.tree_algorithm == _capi.SPECLA_TREE_AUTO
     assert spec.deferred_commit is True
     assert (spec.tree_top_k, spec.tree_prune_margin, spec.tree_size_from_cost) == (4, 8.0, True)
 
+    vp = _capi.default_params(_capi.specla_verify_params)
+    assert not vp.sampling and vp.deferred_commit is True
+    assert vp.tree_algorithm == _capi.SPECLA_TREE_AUTO
+
+
+def test_every_struct_starts_with_its_size() -> None:
+    for name in dir(_capi):
+        cls = getattr(_capi, name)
+        if (isinstance(cls, type) and issubclass(cls, ctypes.Structure)
+                and name.startswith("specla_")
+                and name != "specla_logit_bias"):  # an array element: fixed for good
+            assert cls._fields_[0] == ("struct_size", ctypes.c_size_t), name
+            assert cls().struct_size == ctypes.sizeof(cls), name
+
+
+def test_a_struct_size_of_zero_is_refused(model: specla.Model) -> None:
+    info = _capi.specla_model_info()
+    info.struct_size = 0
+    assert _capi.lib.specla_model_get_info(model._handle.ptr(), ctypes.byref(info)) == \
+        _capi.SPECLA_ERR_INVALID_ARGUMENT
+    assert b"specla_model_info" in _capi.lib.specla_last_error()
+    assert info.vocab_size == 0  # nothing written
+
 
 def test_abi_version_of_the_loaded_library() -> None:
-    assert _capi.lib.specla_abi_version() == _capi.ABI_VERSION == 2
+    assert _capi.lib.specla_abi_version() == _capi.ABI_VERSION == 3
 
 
 def test_info_structs_match_the_checkpoint(model: specla.Model) -> None:

@@ -105,3 +105,18 @@ def test_bad_trees_are_refused(model, session) -> None:
         specla.verify_tree(session, [1] * n, list(range(-1, n - 1)))
     assert "max_tree_nodes" in e.value.message
     assert session.n_past == len(PROMPT_IDS)  # nothing changed
+
+
+@pytest.mark.parametrize("algorithm", ["auto", "hybrid", "parallel_wy"])
+def test_every_tree_algorithm_accepts_the_greedy_chain(model, algorithm) -> None:
+    chain = _greedy_chain(model, 5)
+    with specla.Session(model) as s:
+        s.eval(PROMPT_IDS)
+        r = specla.verify_tree(s, chain[:4], [-1, 0, 1, 2], tree_algorithm=algorithm)
+    np.testing.assert_array_equal(r.accepted, np.arange(4))
+    assert r.bonus_token == chain[4]
+
+
+def test_an_unknown_tree_algorithm_is_refused(session) -> None:
+    with pytest.raises(specla.InvalidArgumentError, match="tree_algorithm"):
+        specla.verify_tree(session, [1], [-1], tree_algorithm="fastest")

@@ -26,21 +26,22 @@ int main(int argc, char **argv) {
 
     /* An error comes back as a status plus a message on this thread. */
     specla_model *model = NULL;
-    specla_status st = specla_model_load("/nonexistent/specla-consumer", specla_model_default_params(), &model);
+    specla_status st = specla_model_load("/nonexistent/specla-consumer", NULL, &model);
     if (st != SPECLA_ERR_IO || model != NULL || strstr(specla_last_error(), "specla-consumer") == NULL) {
         fprintf(stderr, "consumer: expected SPECLA_ERR_IO naming the folder, got %d: %s\n", (int)st,
                 specla_last_error());
         return 1;
     }
 
-    st = specla_model_load(argv[1], specla_model_default_params(), &model);
+    specla_model_params mp = specla_model_default_params();
+    st = specla_model_load(argv[1], &mp, &model);
     if (st != SPECLA_OK) return fail("load", st);
-    specla_model_info info;
+    specla_model_info info = {.struct_size = sizeof(specla_model_info)};
     st = specla_model_get_info(model, &info);
     if (st != SPECLA_OK) return fail("info", st);
 
     specla_session *session = NULL;
-    st = specla_session_create(model, specla_session_default_params(), &session);
+    st = specla_session_create(model, NULL, &session);
     if (st != SPECLA_OK) {
         specla_model_free(model);
         return fail("session", st);

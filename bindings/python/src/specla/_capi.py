@@ -7,7 +7,7 @@ When the header changes, this file changes with it; ``tests/test_abi.py`` reads 
 library itself returns through these structs, so a field out of place shows up as a wrong value.
 
 The library is found in this order: the path in the environment variable ``SPECLA_LIBRARY``
-(a development build, e.g. ``build/libspecla.so.2``), then the copy installed inside this package
+(a development build, e.g. ``build/libspecla.so.3``), then the copy installed inside this package
 by ``pip install``. It is loaded with ``RTLD_LOCAL`` (ctypes' default): its symbols, all C and
 all prefixed ``specla_``, are not made visible to other libraries of the process.
 """
@@ -20,7 +20,7 @@ from ctypes import (CFUNCTYPE, POINTER, Structure, c_bool, c_char, c_char_p, c_d
 from pathlib import Path
 
 # The header's version macros this module was written against.
-ABI_VERSION = 2
+ABI_VERSION = 3
 HEADER_VERSION = (0, 1, 0)
 
 LIBRARY_ENV = "SPECLA_LIBRARY"
@@ -79,8 +79,19 @@ specla_token_callback = CFUNCTYPE(c_bool, c_int32, c_char_p, c_void_p)
 # ---- structs (field order and types exactly as in the header) -------------------------------
 
 
-class specla_model_params(Structure):
+class _Sized(Structure):
+    """A size-prefixed struct: every params and info struct begins with ``struct_size``, which a
+    new instance holds already (info structs are then ready for the library to fill; params come
+    from :func:`default_params`)."""
+
+    def __init__(self, *args, **kwargs) -> None:  # type: ignore[no-untyped-def]
+        super().__init__(*args, **kwargs)
+        self.struct_size = ctypes.sizeof(self)
+
+
+class specla_model_params(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("backend", c_int),
         ("device", c_int32),
         ("n_threads", c_int32),
@@ -91,8 +102,9 @@ class specla_model_params(Structure):
     ]
 
 
-class specla_model_info(Structure):
+class specla_model_info(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("vocab_size", c_int32),
         ("hidden_size", c_int32),
         ("num_layers", c_int32),
@@ -111,8 +123,9 @@ class specla_model_info(Structure):
     ]
 
 
-class specla_memory_stats(Structure):
+class specla_memory_stats(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("weight_bytes", c_size_t),
         ("arena_reserved_bytes", c_size_t),
         ("arena_used_bytes", c_size_t),
@@ -122,15 +135,17 @@ class specla_memory_stats(Structure):
     ]
 
 
-class specla_session_params(Structure):
+class specla_session_params(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("max_tree_nodes", c_int32),
         ("max_batch_tokens", c_int32),
     ]
 
 
-class specla_session_memory(Structure):
+class specla_session_memory(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("state_bytes", c_size_t),
         ("factor_bytes", c_size_t),
         ("scratch_bytes", c_size_t),
@@ -148,8 +163,9 @@ class specla_logit_bias(Structure):
     ]
 
 
-class specla_sampling_params(Structure):
+class specla_sampling_params(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("temperature", c_float),
         ("top_k", c_int32),
         ("top_p", c_float),
@@ -164,9 +180,10 @@ class specla_sampling_params(Structure):
     ]
 
 
-class specla_generate_params(Structure):
+class specla_generate_params(_Sized):
     _fields_ = [
-        ("sampling", specla_sampling_params),
+        ("struct_size", c_size_t),
+        ("sampling", POINTER(specla_sampling_params)),  # NULL: the defaults
         ("max_tokens", c_int32),
         ("on_token", specla_token_callback),
         ("user_data", c_void_p),
@@ -178,8 +195,9 @@ class specla_generate_params(Structure):
     ]
 
 
-class specla_tokenizer_info(Structure):
+class specla_tokenizer_info(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("vocab_size", c_int32),
         ("bos_token_id", c_int32),
         ("eos_token_id", c_int32),
@@ -187,8 +205,9 @@ class specla_tokenizer_info(Structure):
     ]
 
 
-class specla_drafter_params(Structure):
+class specla_drafter_params(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("type", c_int),
         ("min_ngram", c_int32),
         ("max_ngram", c_int32),
@@ -198,9 +217,10 @@ class specla_drafter_params(Structure):
     ]
 
 
-class specla_spec_params(Structure):
+class specla_spec_params(_Sized):
     _fields_ = [
-        ("generate", specla_generate_params),
+        ("struct_size", c_size_t),
+        ("generate", POINTER(specla_generate_params)),  # NULL: the defaults
         ("max_draft_nodes", c_int32),
         ("max_draft_depth", c_int32),
         ("tree_algorithm", c_int),
@@ -211,8 +231,18 @@ class specla_spec_params(Structure):
     ]
 
 
-class specla_spec_stats(Structure):
+class specla_verify_params(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
+        ("sampling", POINTER(specla_sampling_params)),  # NULL: the defaults
+        ("deferred_commit", c_bool),
+        ("tree_algorithm", c_int),
+    ]
+
+
+class specla_spec_stats(_Sized):
+    _fields_ = [
+        ("struct_size", c_size_t),
         ("steps", c_int64),
         ("drafted", c_int64),
         ("accepted", c_int64),
@@ -225,8 +255,9 @@ class specla_spec_stats(Structure):
     ]
 
 
-class specla_generation_step(Structure):
+class specla_generation_step(_Sized):
     _fields_ = [
+        ("struct_size", c_size_t),
         ("tokens", POINTER(c_int32)),
         ("n_tokens", c_size_t),
         ("text", c_void_p),  # text_len bytes (may hold a NUL): read with ctypes.string_at
@@ -259,15 +290,16 @@ _FUNCTIONS = [
     ("specla_status_string", c_char_p, [specla_status]),
     ("specla_last_error", c_char_p, []),
     # Model
-    ("specla_model_default_params", specla_model_params, []),
-    ("specla_model_load", specla_status, [c_char_p, specla_model_params, POINTER(specla_model_p)]),
+    ("specla_model_params_init", specla_status, [POINTER(specla_model_params), c_size_t]),
+    ("specla_model_load", specla_status,
+     [c_char_p, POINTER(specla_model_params), POINTER(specla_model_p)]),
     ("specla_model_free", None, [specla_model_p]),
     ("specla_model_get_info", specla_status, [specla_model_p, POINTER(specla_model_info)]),
     ("specla_model_memory_stats", specla_status, [specla_model_p, POINTER(specla_memory_stats)]),
     # Session
-    ("specla_session_default_params", specla_session_params, []),
+    ("specla_session_params_init", specla_status, [POINTER(specla_session_params), c_size_t]),
     ("specla_session_create", specla_status,
-     [specla_model_p, specla_session_params, POINTER(specla_session_p)]),
+     [specla_model_p, POINTER(specla_session_params), POINTER(specla_session_p)]),
     ("specla_session_free", None, [specla_session_p]),
     ("specla_session_reset", specla_status, [specla_session_p]),
     ("specla_session_n_past", specla_status, [specla_session_p, POINTER(c_int64)]),
@@ -284,10 +316,10 @@ _FUNCTIONS = [
     ("specla_session_get_memory", specla_status,
      [specla_session_p, POINTER(specla_session_memory)]),
     # Sampling and plain generation
-    ("specla_sampling_default_params", specla_sampling_params, []),
-    ("specla_generate_default_params", specla_generate_params, []),
+    ("specla_sampling_params_init", specla_status, [POINTER(specla_sampling_params), c_size_t]),
+    ("specla_generate_params_init", specla_status, [POINTER(specla_generate_params), c_size_t]),
     ("specla_generate", specla_status,
-     [specla_session_p, c_int32_p, c_size_t, specla_generate_params, c_int32_p, c_size_t,
+     [specla_session_p, c_int32_p, c_size_t, POINTER(specla_generate_params), c_int32_p, c_size_t,
       POINTER(c_size_t)]),
     # Tokenizer
     ("specla_tokenizer_load", specla_status, [c_char_p, POINTER(specla_tokenizer_p)]),
@@ -311,30 +343,32 @@ _FUNCTIONS = [
     ("specla_stream_decoder_flush", specla_status, [specla_stream_decoder_p, POINTER(c_char_p)]),
     ("specla_stream_decoder_free", None, [specla_stream_decoder_p]),
     ("specla_generate_text", specla_status,
-     [specla_session_p, c_char_p, specla_generate_params, POINTER(c_void_p), POINTER(c_size_t)]),
+     [specla_session_p, c_char_p, POINTER(specla_generate_params), POINTER(c_void_p),
+      POINTER(c_size_t)]),
     ("specla_string_free", None, [c_void_p]),
     # Speculative decoding
-    ("specla_drafter_default_params", specla_drafter_params, []),
+    ("specla_drafter_params_init", specla_status, [POINTER(specla_drafter_params), c_size_t]),
     ("specla_drafter_create", specla_status,
-     [specla_model_p, specla_drafter_params, POINTER(specla_drafter_p)]),
+     [specla_model_p, POINTER(specla_drafter_params), POINTER(specla_drafter_p)]),
     ("specla_drafter_free", None, [specla_drafter_p]),
-    ("specla_spec_default_params", specla_spec_params, []),
+    ("specla_spec_params_init", specla_status, [POINTER(specla_spec_params), c_size_t]),
     ("specla_generate_speculative", specla_status,
-     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, specla_spec_params, c_int32_p,
-      c_size_t, POINTER(c_size_t), POINTER(specla_spec_stats)]),
+     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, POINTER(specla_spec_params),
+      c_int32_p, c_size_t, POINTER(c_size_t), POINTER(specla_spec_stats)]),
     ("specla_generate_speculative_text", specla_status,
-     [specla_session_p, specla_drafter_p, c_char_p, specla_spec_params, POINTER(c_void_p),
+     [specla_session_p, specla_drafter_p, c_char_p, POINTER(specla_spec_params), POINTER(c_void_p),
       POINTER(c_size_t), POINTER(specla_spec_stats)]),
+    ("specla_verify_params_init", specla_status, [POINTER(specla_verify_params), c_size_t]),
     ("specla_session_verify_tree", specla_status,
-     [specla_session_p, c_int32_p, c_int32_p, c_size_t, c_float_p, specla_sampling_params,
-      c_bool, c_int32_p, POINTER(c_size_t), c_int32_p, c_float_p]),
+     [specla_session_p, c_int32_p, c_int32_p, c_size_t, c_float_p, POINTER(specla_verify_params),
+      c_int32_p, POINTER(c_size_t), c_int32_p, c_float_p]),
     # Pull-style generation
     ("specla_finish_reason_string", c_char_p, [c_int]),
     ("specla_generation_begin", specla_status,
-     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, specla_spec_params,
+     [specla_session_p, specla_drafter_p, c_int32_p, c_size_t, POINTER(specla_spec_params),
       POINTER(specla_generation_p)]),
     ("specla_generation_begin_text", specla_status,
-     [specla_session_p, specla_drafter_p, POINTER(c_char), c_size_t, specla_spec_params,
+     [specla_session_p, specla_drafter_p, POINTER(c_char), c_size_t, POINTER(specla_spec_params),
       POINTER(specla_generation_p)]),
     ("specla_generation_next", specla_status,
      [specla_generation_p, POINTER(specla_generation_step)]),
@@ -393,3 +427,29 @@ def _load() -> ctypes.CDLL:
 
 
 lib = _load()
+
+
+_PARAMS_INIT = {
+    specla_model_params: lib.specla_model_params_init,
+    specla_session_params: lib.specla_session_params_init,
+    specla_sampling_params: lib.specla_sampling_params_init,
+    specla_generate_params: lib.specla_generate_params_init,
+    specla_drafter_params: lib.specla_drafter_params_init,
+    specla_spec_params: lib.specla_spec_params_init,
+    specla_verify_params: lib.specla_verify_params_init,
+}
+
+
+def info_values(struct: Structure) -> dict:
+    """An info struct's values by field name, struct_size (the ABI's bookkeeping) left out."""
+    return {name: getattr(struct, name) for name, _ in struct._fields_ if name != "struct_size"}
+
+
+def default_params(cls):  # type: ignore[no-untyped-def]
+    """A params struct holding the library's defaults (its ``*_params_init``); nested params
+    pointers are NULL, which the library reads as their defaults."""
+    params = cls()
+    status = _PARAMS_INIT[cls](ctypes.byref(params), ctypes.sizeof(params))
+    if status != SPECLA_OK:  # only a bug in this module could get here
+        raise RuntimeError(f"{cls.__name__}: {lib.specla_last_error().decode('utf-8', 'replace')}")
+    return params

@@ -5,7 +5,12 @@ from __future__ import annotations
 import ctypes
 import math
 
+from . import _capi
 from .errors import InvalidArgumentError
+
+# specla_tree_algorithm by name (SpecOptions.tree_algorithm, verify_tree's tree_algorithm).
+TREE_ALGORITHMS = {"auto": _capi.SPECLA_TREE_AUTO, "hybrid": _capi.SPECLA_TREE_HYBRID,
+                   "parallel_wy": _capi.SPECLA_TREE_PARALLEL_WY}
 
 
 def assign(struct: ctypes.Structure, field: str, value: object, what: str | None = None) -> None:

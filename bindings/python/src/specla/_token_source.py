@@ -46,7 +46,7 @@ class Request:
     """Everything one generation needs, already converted to C structs."""
     session: Handle
     prompt: np.ndarray                      # int32 ids (may be empty: continue the context)
-    params: _capi.specla_spec_params        # .generate: sampling, budget, stops; the rest with a drafter
+    params: _capi.specla_spec_params        # ->generate: budget, stops, sampling; the rest: drafter
     drafter: Optional[Handle] = None
     _keep: List[object] = field(default_factory=list)  # buffers the structs point into
 
@@ -105,7 +105,7 @@ class Generation:
         out = _capi.specla_generation_p()
         prompt_p = req.prompt.ctypes.data_as(_capi.c_int32_p) if req.prompt.size else None
         status = _capi.lib.specla_generation_begin(session, drafter, prompt_p, req.prompt.size,
-                                                   req.params, ctypes.byref(out))
+                                                   ctypes.byref(req.params), ctypes.byref(out))
         if status != _capi.SPECLA_OK:
             error = error_for(status)  # read on this thread, right after the call
             self._release()

@@ -28,7 +28,8 @@ class Drafter:
                  kind: DrafterKind, path: Optional[str] = None) -> None:
         """Internal: use :meth:`prompt_lookup` or :meth:`eagle`."""
         out = _capi.specla_drafter_p()
-        check(_capi.lib.specla_drafter_create(model._handle.ptr(), params, ctypes.byref(out)))
+        check(_capi.lib.specla_drafter_create(model._handle.ptr(), ctypes.byref(params),
+                                            ctypes.byref(out)))
         self.model = model
         self.kind: DrafterKind = kind
         self.path = path
@@ -41,7 +42,7 @@ class Drafter:
                       max_branches: Optional[int] = None) -> "Drafter":
         """N-gram match against the session's own context (no training; strong on code and
         repeating text). Unset arguments keep the library's defaults (2, 4, 8, 2)."""
-        p = _capi.lib.specla_drafter_default_params()
+        p = _capi.default_params(_capi.specla_drafter_params)
         p.type = _capi.SPECLA_DRAFTER_PROMPT_LOOKUP
         for name, value in (("min_ngram", min_ngram), ("max_ngram", max_ngram),
                             ("max_draft_len", max_draft_len), ("max_branches", max_branches)):
@@ -53,7 +54,7 @@ class Drafter:
     def eagle(cls, model: "Model", path: PathLike) -> "Drafter":
         """A learned EAGLE-style drafter from its folder (config.json with a specla_drafter
         block, model.safetensors), trained for this model; CPU models only for now."""
-        p = _capi.lib.specla_drafter_default_params()
+        p = _capi.default_params(_capi.specla_drafter_params)
         p.type = _capi.SPECLA_DRAFTER_EAGLE
         encoded = encode_path(path, "path")
         p.path = encoded  # read during specla_drafter_create only

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Iterable, List, Literal, Optional, Tuple, Unio
 
 from . import _capi
 from ._arrays import TokenIds, as_token_array
+from ._params import TREE_ALGORITHMS as _TREE
 from ._params import assign
 from ._token_source import FinishReason, Generation, Outcome, Request
 from .errors import InvalidArgumentError
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
 
 Prompt = Union[str, TokenIds]
 TreeAlgorithm = Literal["auto", "hybrid", "parallel_wy"]
-_TREE = {"auto": _capi.SPECLA_TREE_AUTO, "hybrid": _capi.SPECLA_TREE_HYBRID,
-         "parallel_wy": _capi.SPECLA_TREE_PARALLEL_WY}
 
 
 @dataclass(frozen=True)
@@ -97,22 +96,24 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
         if "\0" in s:
             raise InvalidArgumentError(f"stop string {i} contains a NUL character")
 
-    gp = _capi.lib.specla_generate_default_params()
+    sampling = _capi.default_params(_capi.specla_sampling_params)
+    assign(sampling, "temperature", temperature)
+    assign(sampling, "top_k", top_k)
+    assign(sampling, "top_p", top_p)
+    assign(sampling, "seed", seed)
+    gp = _capi.default_params(_capi.specla_generate_params)
     assign(gp, "max_tokens", max_tokens)
-    assign(gp.sampling, "temperature", temperature)
-    assign(gp.sampling, "top_k", top_k)
-    assign(gp.sampling, "top_p", top_p)
-    assign(gp.sampling, "seed", seed)
+    gp.sampling = ctypes.pointer(sampling)
     gp.stop_at_eos = bool(stop_at_eos)
     gp.include_special_tokens = bool(include_special_tokens)
     gp.include_stop_string = bool(include_stop_string)
-    keep: List[object] = []
+    keep: List[object] = [sampling, gp]  # what the params point to lives with the request
     if stops:
         arr = (ctypes.c_char_p * len(stops))(*[s.encode("utf-8") for s in stops])
         keep.append(arr)
         gp.stop_strings = ctypes.cast(arr, ctypes.POINTER(ctypes.c_char_p))
         gp.n_stop_strings = len(stops)
-    sp = _capi.lib.specla_spec_default_params()
+    sp = _capi.default_params(_capi.specla_spec_params)
     if drafter is not None:
         if drafter.model is not model:
             raise InvalidArgumentError("drafter: it was created for another model than the "
@@ -132,7 +133,7 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
         sp.tree_algorithm = _TREE[opts.tree_algorithm]
     elif spec is not None:
         raise InvalidArgumentError("spec options given without a drafter")
-    sp.generate = gp
+    sp.generate = ctypes.pointer(gp)
     return Request(session._handle, ids, sp, drafter._handle if drafter is not None else None,
                    keep)
 

@@ -51,10 +51,6 @@ class MemoryStats:
     live_allocations: int
 
 
-def _fields(struct: ctypes.Structure) -> dict:
-    return {name: getattr(struct, name) for name, _ in struct._fields_}
-
-
 def encode_path(path: PathLike, what: str) -> bytes:
     """A filesystem path as the bytes the C ABI takes."""
     p = os.fsencode(os.fspath(path))
@@ -76,7 +72,7 @@ class Model:
         self.folder = folder
         raw = _capi.specla_model_info()
         check(_capi.lib.specla_model_get_info(ptr, ctypes.byref(raw)))
-        values = _fields(raw)
+        values = _capi.info_values(raw)
         values["backend"] = _BACKEND_NAMES.get(values["backend"], str(values["backend"]))
         self._info = ModelInfo(**values)
         self._tokenizer: Optional["Tokenizer"] = None
@@ -100,14 +96,15 @@ class Model:
         """
         if backend not in _BACKENDS:
             raise InvalidArgumentError(f"backend must be 'cpu' or 'cuda', not {backend!r}")
-        params = _capi.lib.specla_model_default_params()
+        params = _capi.default_params(_capi.specla_model_params)
         params.backend = _BACKENDS[backend]
         params.device = device
         params.n_threads = threads
         params.arena_block_bytes = arena_block_bytes
         params.load_tokenizer = load_tokenizer
         out = _capi.specla_model_p()
-        check(_capi.lib.specla_model_load(encode_path(folder, "folder"), params, ctypes.byref(out)))
+        check(_capi.lib.specla_model_load(encode_path(folder, "folder"), ctypes.byref(params),
+                                        ctypes.byref(out)))
         return cls(out.value, os.fspath(folder))
 
     # ---- lifetime ----
@@ -139,7 +136,7 @@ class Model:
         """Memory held now by the model's backend."""
         raw = _capi.specla_memory_stats()
         check(_capi.lib.specla_model_memory_stats(self._handle.ptr(), ctypes.byref(raw)))
-        return MemoryStats(**_fields(raw))
+        return MemoryStats(**_capi.info_values(raw))
 
     @property
     def tokenizer(self) -> "Tokenizer":

@@ -53,13 +53,14 @@ class Session:
 
     def __init__(self, model: "Model", *, max_tree_nodes: Optional[int] = None,
                  max_batch_tokens: Optional[int] = None) -> None:
-        params = _capi.lib.specla_session_default_params()
+        params = _capi.default_params(_capi.specla_session_params)
         if max_tree_nodes is not None:
             params.max_tree_nodes = max_tree_nodes
         if max_batch_tokens is not None:
             params.max_batch_tokens = max_batch_tokens
         out = _capi.specla_session_p()
-        check(_capi.lib.specla_session_create(model._handle.ptr(), params, ctypes.byref(out)))
+        check(_capi.lib.specla_session_create(model._handle.ptr(), ctypes.byref(params),
+                                            ctypes.byref(out)))
         self.model = model
         self.max_tree_nodes = int(params.max_tree_nodes)
         self.max_batch_tokens = int(params.max_batch_tokens)
@@ -206,7 +207,7 @@ class Session:
         out = _capi.specla_session_memory()
         with self._handle.use() as ptr:
             check(_capi.lib.specla_session_get_memory(ptr, ctypes.byref(out)))
-        return SessionMemory(*(getattr(out, f) for f, _ in out._fields_))
+        return SessionMemory(**_capi.info_values(out))
 
     def verify_tree(self, tokens: TokenIds, parents: TokenIds, **kwargs):  # type: ignore[no-untyped-def]
         """Shorthand for :func:`specla.verify_tree` on this session."""

@@ -10,7 +10,7 @@ import numpy as np
 
 from . import _capi
 from ._arrays import TokenIds, as_token_array, check_out_array
-from ._params import assign
+from ._params import TREE_ALGORITHMS, assign
 from .errors import InvalidArgumentError, check
 
 if TYPE_CHECKING:
@@ -35,7 +35,8 @@ class VerifyResult:
 def verify_tree(session: "Session", tokens: TokenIds, parents: TokenIds, *,
                 draft_dists: Optional[np.ndarray] = None, temperature: float = 0.0,
                 top_k: int = 0, top_p: float = 1.0, seed: int = 0,
-                deferred_commit: bool = True, want_logits: bool = True,
+                deferred_commit: bool = True, tree_algorithm: str = "auto",
+                want_logits: bool = True,
                 out_logits: Optional[np.ndarray] = None) -> VerifyResult:
     """Verify a draft tree against the session's context and commit the accepted path.
 
@@ -48,6 +49,8 @@ def verify_tree(session: "Session", tokens: TokenIds, parents: TokenIds, *,
             Passed without a copy when already float32 and C-contiguous.
         temperature, top_k, top_p, seed: how acceptance samples (seed: this call's stream).
         deferred_commit: apply the accepted factors inside the next pass.
+        tree_algorithm: how the tree pass runs: "auto" (the backend picks), "hybrid" or
+            "parallel_wy".
         want_logits: return the node logits.
         out_logits: a preallocated float32 ``(n_nodes, vocab_size)`` array to write them into
             (implies ``want_logits``); otherwise one is allocated.
@@ -73,19 +76,26 @@ def verify_tree(session: "Session", tokens: TokenIds, parents: TokenIds, *,
     elif want_logits:
         logits = np.empty((n, vocab), dtype=np.float32)
 
-    sampling = _capi.lib.specla_sampling_default_params()
+    sampling = _capi.default_params(_capi.specla_sampling_params)
     assign(sampling, "temperature", temperature)
     assign(sampling, "top_k", top_k)
     assign(sampling, "top_p", top_p)
     assign(sampling, "seed", seed)
+    params = _capi.default_params(_capi.specla_verify_params)
+    params.sampling = ctypes.pointer(sampling)
+    params.deferred_commit = bool(deferred_commit)
+    if tree_algorithm not in TREE_ALGORITHMS:
+        raise InvalidArgumentError(f"tree_algorithm must be one of {sorted(TREE_ALGORITHMS)}, "
+                                   f"not {tree_algorithm!r}")
+    params.tree_algorithm = TREE_ALGORITHMS[tree_algorithm]
     accepted = np.empty(max(n, 1), dtype=np.int32)
     n_accepted = ctypes.c_size_t()
     bonus = ctypes.c_int32()
     with session._handle.use() as ptr:
         check(_capi.lib.specla_session_verify_tree(
             ptr, tok.ctypes.data_as(_capi.c_int32_p) if n else None,
-            par.ctypes.data_as(_capi.c_int32_p) if n else None, n, dists_p, sampling,
-            bool(deferred_commit), accepted.ctypes.data_as(_capi.c_int32_p),
+            par.ctypes.data_as(_capi.c_int32_p) if n else None, n, dists_p, ctypes.byref(params),
+            accepted.ctypes.data_as(_capi.c_int32_p),
             ctypes.byref(n_accepted), ctypes.byref(bonus),
             logits.ctypes.data_as(_capi.c_float_p) if logits is not None and n else None))
     return VerifyResult(accepted[:n_accepted.value], bonus.value, logits)
