@@ -71,6 +71,7 @@ public:
     FinishReason reason() const { return reason_; }
     int32_t stop_index() const { return stop_index_; }
     const SpecStats &stats() const { return stats_; }
+    const SpecOptions &options() const { return opts_; }
     int64_t n_generated() const { return n_generated_; }
 
 private:
