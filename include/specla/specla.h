@@ -109,6 +109,8 @@ SPECLA_API bool specla_has_cuda(void);
 #define SPECLA_LIMIT_STOP_STRINGS 1024
 /* Most logit bias entries one sampling configuration takes (specla_sampling_params.n_logit_bias). */
 #define SPECLA_LIMIT_LOGIT_BIAS 65536
+/* Most alternatives reported per generated token (specla_generate_params.top_logprobs). */
+#define SPECLA_LIMIT_TOP_LOGPROBS 20
 /* Token ids of a tokenizer lie in [0, this); vocabulary entries and added tokens are at most this many. */
 #define SPECLA_LIMIT_TOKENIZER_VOCAB 4194304
 /* BPE merges in a tokenizer.json at most. */
@@ -497,6 +499,15 @@ typedef struct specla_generate_params {
                                          cut off either way); default false: the text ends
                                          where the stop string begins, and streamed text holds
                                          back what may still become one */
+    /* Log-probabilities, reported per step by specla_generation_next (the calls that run to
+     * completion, specla_generate*, refuse them: SPECLA_ERR_INVALID_ARGUMENT). They are the
+     * model's: log-softmax of the target's logits over the tokenizer's ids, the same whatever
+     * the temperature, top-k/top-p/min-p, penalties or bias chose. On a GPU, asking for them
+     * copies each emitted token's logits row to the host. */
+    bool logprobs;                    /* report each generated token's log-probability
+                                         (default false) */
+    int32_t top_logprobs;             /* with logprobs: also the most likely candidates at each
+                                         position, 0..SPECLA_LIMIT_TOP_LOGPROBS (default 0) */
 } specla_generate_params;
 
 /* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
@@ -837,6 +848,13 @@ typedef struct specla_generation_step {
     specla_finish_reason finish_reason;  /* SPECLA_FINISH_NONE unless this step was the last */
     int32_t stop_index;                  /* SPECLA_FINISH_STOP_STRING: which of
                                             params->generate->stop_strings; otherwise -1 */
+    /* With params->generate->logprobs (otherwise NULL and 0): */
+    const float *logprobs;               /* n_tokens values: each token's log-probability */
+    const int32_t *top_ids;              /* n_tokens x n_top ids, row-major: the most likely
+                                            candidates at each token's position, most likely
+                                            first (ties: lower id first); NULL when n_top is 0 */
+    const float *top_logprobs;           /* their log-probabilities, the same layout */
+    int32_t n_top;                       /* params->generate->top_logprobs */
 } specla_generation_step;
 
 /* Begin a generation on `session` after `prompt` (n_prompt ids; 0 continues the session's

@@ -59,6 +59,8 @@ specla_generate_params generate_defaults() {
     p.stop_at_eos = true;
     p.include_special_tokens = false;
     p.include_stop_string = false;
+    p.logprobs = false;
+    p.top_logprobs = 0;
     return p;
 }
 
@@ -138,11 +140,20 @@ GenerateOptions generate_options(const specla_session *session, const GenerateAr
     opts.seed = seed_for(args.sampling.seed);
     opts.max_tokens = p.max_tokens;
     opts.eos_token = p.stop_at_eos ? session->impl->config().eos_token_id : -1;
+    static_assert(SPECLA_LIMIT_TOP_LOGPROBS == kMaxTopLogprobs, "one bound for the C API and the engine");
+    opts.logprobs = p.logprobs;
+    opts.top_logprobs = p.top_logprobs;  // checked by the generation
     if (specla_token_callback cb = p.on_token) {
         void *user_data = p.user_data;
         opts.on_token = [cb, user_data](int32_t t, const std::string &piece) { return cb(t, piece.c_str(), user_data); };
     }
     return opts;
+}
+
+void require_no_logprobs(const GenerateOptions &opts) {
+    require(!opts.logprobs && opts.top_logprobs == 0, SPECLA_ERR_INVALID_ARGUMENT,
+            "logprobs are reported per step by the pull API (specla_generation_begin / "
+            "specla_generation_next); this call has nowhere to put them");
 }
 
 TextOptions text_options(const specla_session *session, const GenerateArgs &args) {
@@ -225,6 +236,7 @@ SPECLA_API specla_status specla_generate(specla_session *session, const int32_t 
         TextOptions text = text_options(session, params);
         SpecOptions opts;
         opts.gen = generate_options(session, params);
+        require_no_logprobs(opts.gen);
         const GenerationResult r = run_generation(*session->impl, nullptr, prompt, n_prompt, opts, std::move(text));
         if (out_tokens) std::copy(r.tokens.begin(), r.tokens.end(), out_tokens);
         if (n_out) *n_out = r.tokens.size();
@@ -245,6 +257,7 @@ SPECLA_API specla_status specla_generate_text(specla_session *session, const cha
         TextOptions text = text_options(session, params);
         SpecOptions opts;
         opts.gen = generate_options(session, params);
+        require_no_logprobs(opts.gen);
         const GenerationResult r = run_generation(*session->impl, nullptr, ids.data(), ids.size(), opts, std::move(text));
         if (out_text) *out_text = library_string(r.text);
         if (n_generated) *n_generated = r.tokens.size();

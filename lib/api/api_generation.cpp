@@ -152,6 +152,13 @@ SPECLA_API specla_status specla_generation_next(specla_generation *gen, specla_g
         r.text_len = s.text.size();
         r.finish_reason = finish_reason_of(g.reason());
         r.stop_index = g.reason() == FinishReason::StopString ? g.stop_index() : -1;
+        if (g.options().gen.logprobs) {
+            const LogprobRows &l = s.logprobs;
+            r.logprobs = l.logprobs.empty() ? nullptr : l.logprobs.data();
+            r.n_top = g.options().gen.top_logprobs;
+            r.top_ids = l.top_ids.empty() ? nullptr : l.top_ids.data();
+            r.top_logprobs = l.top_logprobs.empty() ? nullptr : l.top_logprobs.data();
+        }
         write_info(out, r, "specla_generation_step");
     });
 }

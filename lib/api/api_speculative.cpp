@@ -124,6 +124,7 @@ GenerationResult run_speculative(specla_session *session, specla_drafter *drafte
     require_no_generation(session, drafter);
     TextOptions text = text_options(session, p.generate);
     const SpecOptions opts = spec_options(session, drafter, p);
+    require_no_logprobs(opts.gen);
     GenerationResult r = run_generation(*session->impl, drafter->impl.get(), prompt, n_prompt, opts, std::move(text));
     fill_stats(r.stats, stats_out);
     return r;

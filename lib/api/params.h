@@ -43,6 +43,9 @@ uint64_t seed_for(uint64_t requested);
 // The engine's generation options from the C params: sampling checked, the seed resolved, EOS per stop_at_eos,
 // the C callback (if any) as the per-token hook.
 GenerateOptions generate_options(const specla_session *session, const GenerateArgs &p);
+// SPECLA_ERR_INVALID_ARGUMENT when logprobs are asked of a call that runs to completion (only the
+// pull API's steps carry them).
+void require_no_logprobs(const GenerateOptions &opts);
 // The text options: stop strings checked (their count before the array is read) and copied,
 // the model's tokenizer, special tokens and stop strings in or out of the text.
 TextOptions text_options(const specla_session *session, const GenerateArgs &p);

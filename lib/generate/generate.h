@@ -18,6 +18,12 @@ struct GenerateOptions {
     uint64_t seed = 0;
     int32_t max_tokens = 128;
     int32_t eos_token = -1;  // -1: never stop on a token
+    // Report each emitted token's log-probability under the model (lib/sampling/logprobs.h) and
+    // that of the top_logprobs most likely candidates at its position (0..kMaxTopLogprobs). On
+    // a GPU this copies each chosen token's logits row to the host (greedy decoding otherwise
+    // copies one id per row).
+    bool logprobs = false;
+    int32_t top_logprobs = 0;
     // Called after each token is chosen with the text it released (TextStream); return false to
     // stop (the token is kept). After the last token, once more with token -1 and the text held
     // back until then, if any (its return value is ignored).
@@ -37,6 +43,7 @@ struct SpecOptions {
 };
 
 constexpr int kSpecMaxDepthStats = 32;
+constexpr int32_t kMaxTopLogprobs = 20;  // OpenAI's bound
 
 struct SpecStats {
     int64_t steps = 0;       // verification passes

@@ -32,6 +32,12 @@ Generation::Generation(Session &session, Drafter *drafter, const int32_t *prompt
     validate_tokens(session_.config(), prompt_.data(), prompt_.size());
     require(prompt_.size() > 0 || g.max_tokens == 0 || session_.can_continue(), SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
+    require(g.top_logprobs >= 0 && g.top_logprobs <= kMaxTopLogprobs, SPECLA_ERR_INVALID_ARGUMENT,
+            "top_logprobs must be in [0, ", kMaxTopLogprobs, "], got ", g.top_logprobs);
+    require(g.logprobs || g.top_logprobs == 0, SPECLA_ERR_INVALID_ARGUMENT,
+            "top_logprobs needs logprobs (set logprobs to report them)");
+    require(g.top_logprobs <= g.sampling.candidates(session_.config().vocab_size), SPECLA_ERR_INVALID_ARGUMENT,
+            "top_logprobs (", g.top_logprobs, ") exceeds the vocabulary");
     wants_features_ = drafter_ && drafter_->wants_features();
     stats_.seed = g.seed;
 }
@@ -96,10 +102,12 @@ bool Generation::prefill() {
 }
 
 void Generation::plain_step(GenerationStep &step) {
-    const int32_t t = session_.sample_next(opts_.gen.sampling, rng_.uniform());
-    session_.set_pending(t);  // fed by the next step's sample_next, as one decoding step
+    const float *row = nullptr;
+    const int32_t t = session_.sample_next(opts_.gen.sampling, rng_.uniform(), opts_.gen.logprobs ? &row : nullptr);
+    session_.set_pending(t);  // fed by the next step's sample_next, as one decoding step (the
+                              // row stays valid: nothing is evaluated before the next step)
     ++stats_.steps;
-    const FinishReason r = emit(t, step);
+    const FinishReason r = emit(t, row, step);
     ++stats_.generated;
     if (r != FinishReason::None) finish(r, step);
 }
@@ -128,12 +136,15 @@ void Generation::speculative_pass(GenerationStep &step) {
     emit_.clear();
     const bool root_feature = session_.has_pending();
     const int64_t first_feature_position = session_.n_past() - (root_feature ? 1 : 0);
+    const float *plain_row = nullptr;
     if (plain) {
-        emit_.push_back(session_.sample_next(g.sampling, rng_.uniform()));
+        emit_.push_back(session_.sample_next(g.sampling, rng_.uniform(), g.logprobs ? &plain_row : nullptr));
     } else {
         const auto t0 = std::chrono::steady_clock::now();
-        verify_and_accept(session_, tree_, g.sampling, rng_, opts_.algorithm, false, root_, node_logits_, node_choice_,
-                          acc, wants_features_ ? &features_ : nullptr);
+        // Logprobs read the rows the emitted tokens were chosen from: the logits come to the
+        // host even for greedy acceptance.
+        verify_and_accept(session_, tree_, g.sampling, rng_, opts_.algorithm, g.logprobs, root_, node_logits_,
+                          node_choice_, acc, wants_features_ ? &features_ : nullptr);
         drafter.observe_verify_pass(tree_.size(), seconds_since(t0));
         for (int32_t node : acc.path) emit_.push_back(tree_.tokens[size_t(node)]);
         emit_.push_back(acc.bonus);
@@ -142,7 +153,10 @@ void Generation::speculative_pass(GenerationStep &step) {
     // exactly what was emitted (the last emitted token becomes the pending one).
     size_t m = 0;
     FinishReason r = FinishReason::None;
-    while (m < emit_.size() && r == FinishReason::None) r = emit(emit_[m++], step);
+    while (m < emit_.size() && r == FinishReason::None) {
+        const float *row = !g.logprobs ? nullptr : plain ? plain_row : emitted_row(m, acc);
+        r = emit(emit_[m++], row, step);
+    }
     kept_path_.assign(acc.path.begin(), acc.path.begin() + long(m - 1));
     if (plain) session_.set_pending(emit_[0]);
     else session_.commit(kept_path_, emit_[m - 1], opts_.deferred_commit);
@@ -173,9 +187,17 @@ void Generation::speculative_pass(GenerationStep &step) {
     if (r != FinishReason::None) finish(r, step);
 }
 
-FinishReason Generation::emit(int32_t token, GenerationStep &step) {
+const float *Generation::emitted_row(size_t m, const AcceptResult &acc) const {
+    if (m == 0) return root_.data();
+    const size_t vocab = size_t(session_.config().vocab_size);
+    return node_logits_.data() + size_t(acc.path[m - 1]) * vocab;
+}
+
+FinishReason Generation::emit(int32_t token, const float *row, GenerationStep &step) {
     const GenerateOptions &g = opts_.gen;
     step.tokens.push_back(token);
+    if (g.logprobs)
+        step.logprobs.append(row, g.sampling.candidates(session_.config().vocab_size), token, g.top_logprobs);
     ++n_generated_;
     TextStream::Piece piece = text_.push(token);
     step.text += piece.text;
@@ -208,6 +230,11 @@ GenerationResult run_generation(Session &session, Drafter *drafter, const int32_
         gen.next(step);
         r.tokens.insert(r.tokens.end(), step.tokens.begin(), step.tokens.end());
         r.text += step.text;
+        LogprobRows &l = r.logprobs;
+        const LogprobRows &sl = step.logprobs;
+        l.logprobs.insert(l.logprobs.end(), sl.logprobs.begin(), sl.logprobs.end());
+        l.top_ids.insert(l.top_ids.end(), sl.top_ids.begin(), sl.top_ids.end());
+        l.top_logprobs.insert(l.top_logprobs.end(), sl.top_logprobs.begin(), sl.top_logprobs.end());
     }
     r.reason = gen.reason();
     r.stats = gen.stats();

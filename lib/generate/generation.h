@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "generate/generate.h"
+#include "sampling/logprobs.h"
 #include "sampling/rng.h"
 #include "generate/text_stream.h"
 #include "session/session.h"
@@ -39,9 +40,11 @@ enum class FinishReason {
 struct GenerationStep {
     std::vector<int32_t> tokens;  // emitted by this step
     std::string text;             // text released by this step (final)
+    LogprobRows logprobs;         // one row per token, when GenerateOptions::logprobs
     void clear() {
         tokens.clear();
         text.clear();
+        logprobs.clear();
     }
 };
 
@@ -68,6 +71,7 @@ public:
     FinishReason reason() const { return reason_; }
     int32_t stop_index() const { return stop_index_; }
     const SpecStats &stats() const { return stats_; }
+    const SpecOptions &options() const { return opts_; }
     int64_t n_generated() const { return n_generated_; }
 
 private:
@@ -76,8 +80,13 @@ private:
     bool prefill();
     void plain_step(GenerationStep &step);
     void speculative_pass(GenerationStep &step);
-    // Emits one token: text, hook, stop conditions. Returns why it ends the generation, or None.
-    FinishReason emit(int32_t token, GenerationStep &step);
+    // Emits one token: text, hook, stop conditions, its logprobs from `row` (the logits it was
+    // chosen from; read only when GenerateOptions::logprobs). Returns why it ends the
+    // generation, or None.
+    FinishReason emit(int32_t token, const float *row, GenerationStep &step);
+    // The logits row the m-th token of a pass's emission was chosen from: the root's for the
+    // first, then the row after each accepted node.
+    const float *emitted_row(size_t m, const AcceptResult &acc) const;
     void finish(FinishReason reason, GenerationStep &step);
 
     Session &session_;
@@ -108,6 +117,7 @@ int32_t prefill_block_tokens(const Session &session);
 struct GenerationResult {
     std::vector<int32_t> tokens;
     std::string text;
+    LogprobRows logprobs;  // when GenerateOptions::logprobs
     FinishReason reason = FinishReason::None;
     SpecStats stats;
 };

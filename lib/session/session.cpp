@@ -75,11 +75,11 @@ void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logi
     last_logits_valid_ = true;
 }
 
-int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u) {
+int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row) {
     validate_tokens(config(), &token, 1);
     flush_pending();
     int32_t next;
-    if (sampling.needs_host_sampler(config().vocab_size)) {
+    if (row || sampling.needs_host_sampler(config().vocab_size)) {
         // A device sampler draws from the whole vocabulary with temperature, top-k and top-p
         // only: take the step's logits (the greedy path copies nothing else) and choose here, by
         // the same rule, with the transformations that read the history (the context with the
@@ -88,6 +88,7 @@ int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling
         model_->backend().decode_and_sample(*state_, token, SamplingConfig{}, u, last_logits_.data());
         context_.push_back(token);
         last_logits_valid_ = false;
+        if (row) *row = last_logits_.data();
         return sample_token(last_logits_.data(), config().vocab_size, sampling, History::of(context_), u);
     }
     next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
@@ -96,15 +97,16 @@ int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling
     return next;
 }
 
-int32_t Session::sample_next(const SamplingConfig &sampling, double u) {
+int32_t Session::sample_next(const SamplingConfig &sampling, double u, const float **row) {
     if (pending_) {
         const int32_t t = *pending_;
         pending_.reset();
         context_.pop_back();  // decode_and_sample records it again
-        return decode_and_sample(t, sampling, u);
+        return decode_and_sample(t, sampling, u, row);
     }
     require(last_logits_valid_, SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
+    if (row) *row = last_logits_.data();
     return sample_token(last_logits_.data(), config().vocab_size, sampling, History::of(context_), u);
 }
 

@@ -35,11 +35,14 @@ public:
 
     // Feed one token and choose the next (device-side sampling where the backend has it; on the
     // host when the config restricts the candidate ids, which backends do not know about).
-    int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u);
+    // row (may be null): receives the logits the choice read (vocab floats, valid until the
+    // session changes); asking for them makes the choice on the host.
+    int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row = nullptr);
 
     // Next token after the current context with the given sampler: from the pending token if
     // there is one, else from the logits kept by the last eval. SPECLA_ERR_STATE when neither.
-    int32_t sample_next(const SamplingConfig &sampling, double u);
+    // row: as for decode_and_sample.
+    int32_t sample_next(const SamplingConfig &sampling, double u, const float **row = nullptr);
 
     // Remember a chosen token without feeding it yet.
     void set_pending(int32_t token);

@@ -244,16 +244,60 @@ def _error(r: httpx.Response, status: int, param=None) -> dict:
     ({"prompt": [1, 10**9]}, "prompt"),
     ({}, "prompt"),
     ({"prompt": "x", "n": 2}, "n"),
-    ({"prompt": "x", "logprobs": 1}, "logprobs"),
+    ({"prompt": "x", "logprobs": 6}, "logprobs"),
+    ({"prompt": "x", "logprobs": True}, "logprobs"),
+    ({"prompt": "x", "top_logprobs": 2}, "top_logprobs"),
     ({"prompt": "x", "model": 7}, "model"),
 ])
 def test_invalid_fields(live: LiveServer, body: dict, param: str) -> None:
     _error(live.client.post("/v1/completions", json=body), 400, param)
 
 
-def test_logprobs_message(live: LiveServer) -> None:
-    err = _error(live.client.post("/v1/completions", json={"prompt": "x", "logprobs": 2}), 400)
-    assert "not report them yet" in err["message"]
+def test_completion_logprobs(live: LiveServer, model: specla.Model) -> None:
+    """The legacy form: the library's log-probabilities per token, named by their text, the
+    same in a stream as in one response, and the greedy token the most likely one."""
+    ref = reference(model, PROMPTS[0], max_tokens=12, logprobs=True, top_logprobs=3)
+    assert ref.logprobs is not None and len(ref.logprobs) == 12
+    body = complete(live, prompt=PROMPTS[0], max_tokens=12, logprobs=3)
+    lp = body["choices"][0]["logprobs"]
+    names = [model.tokenizer.decode([t.token]) for t in ref.logprobs]
+    assert lp["tokens"] == names
+    assert lp["token_logprobs"] == pytest.approx([t.logprob for t in ref.logprobs], abs=1e-5)
+    assert "".join(lp["tokens"]) == body["choices"][0]["text"]
+    assert lp["text_offset"] == [sum(len(n) for n in names[:i]) for i in range(len(names))]
+    for top, t in zip(lp["top_logprobs"], ref.logprobs):
+        assert len(top) <= 3  # two ids may share a text
+        assert max(top.values()) == pytest.approx(t.logprob, abs=1e-5)  # greedy: the top one
+    with live.client.stream("POST", "/v1/completions",
+                            json={"prompt": PROMPTS[0], "max_tokens": 12, "temperature": 0,
+                                  "logprobs": 3, "stream": True}) as r:
+        events = sse_events(r)
+    streamed = [tok for e in events if e["choices"][0]["logprobs"]
+                for tok in e["choices"][0]["logprobs"]["tokens"]]
+    assert streamed == names
+    assert complete(live, prompt=PROMPTS[0], max_tokens=2)["choices"][0]["logprobs"] is None
+
+
+def test_chat_logprobs(live: LiveServer, oai: openai.OpenAI, model: specla.Model,
+                       template: ChatTemplate) -> None:
+    messages = [{"role": "user", "content": "def add(a, b):"}]
+    ids = model.tokenizer.encode(template.render(messages), add_bos=False)
+    ref = reference(model, ids, max_tokens=8, logprobs=True, top_logprobs=2)
+    c = oai.chat.completions.create(model=MODEL, messages=messages, max_tokens=8,
+                                    temperature=0, logprobs=True, top_logprobs=2)
+    content = c.choices[0].logprobs.content
+    assert [e.logprob for e in content] == pytest.approx([t.logprob for t in ref.logprobs],
+                                                         abs=1e-5)
+    for e, t in zip(content, ref.logprobs):
+        assert e.token == model.tokenizer.decode([t.token])
+        assert e.bytes == list(e.token.encode("utf-8"))
+        assert [x.logprob for x in e.top_logprobs] == pytest.approx([v for _, v in t.top],
+                                                                    abs=1e-5)
+    _error(live.client.post("/v1/chat/completions",
+                            json={"messages": messages, "top_logprobs": 2}), 400, "top_logprobs")
+    _error(live.client.post("/v1/chat/completions",
+                            json={"messages": messages, "logprobs": True, "top_logprobs": 21}),
+           400, "top_logprobs")
 
 
 def test_malformed_requests(live: LiveServer) -> None:

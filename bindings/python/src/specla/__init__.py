@@ -19,8 +19,8 @@ from .errors import (AbortedError, BackendUnavailableError, CapacityError, Devic
                      FormatError, InternalError, InvalidArgumentError, ShapeError,
                      SpeclaError, SpeclaIOError, SpeclaMemoryError, StateError,
                      TokenOutOfRangeError, UnsupportedError)
-from .generation import (GenerationResult, SpecOptions, SpecStats, TextStream, generate,
-                         stream)
+from .generation import (GenerationResult, SpecOptions, SpecStats, TextStream, TokenLogprob,
+                         generate, stream)
 from .model import MemoryStats, Model, ModelInfo, has_cuda
 from .session import Session, SessionMemory
 from .tokenizer import StreamDecoder, Tokenizer, TokenizerInfo
@@ -42,7 +42,7 @@ def library_path() -> str:
 __all__ = [
     "Model", "ModelInfo", "MemoryStats", "Session", "SessionMemory", "Tokenizer", "TokenizerInfo",
     "StreamDecoder", "Drafter", "generate", "stream", "TextStream", "GenerationResult",
-    "SpecOptions", "SpecStats", "verify_tree", "VerifyResult", "has_cuda", "library_version",
+    "TokenLogprob", "SpecOptions", "SpecStats", "verify_tree", "VerifyResult", "has_cuda", "library_version",
     "library_path",
     "SpeclaError", "InvalidArgumentError", "SpeclaIOError", "FormatError", "UnsupportedError",
     "ShapeError", "TokenOutOfRangeError", "SpeclaMemoryError", "BackendUnavailableError",

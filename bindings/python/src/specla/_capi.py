@@ -192,6 +192,8 @@ class specla_generate_params(_Sized):
         ("stop_at_eos", c_bool),
         ("include_special_tokens", c_bool),
         ("include_stop_string", c_bool),
+        ("logprobs", c_bool),
+        ("top_logprobs", c_int32),
     ]
 
 
@@ -264,6 +266,10 @@ class specla_generation_step(_Sized):
         ("text_len", c_size_t),
         ("finish_reason", c_int),
         ("stop_index", c_int32),
+        ("logprobs", POINTER(c_float)),       # n_tokens, with params' logprobs; else NULL
+        ("top_ids", POINTER(c_int32)),        # n_tokens x n_top
+        ("top_logprobs", POINTER(c_float)),   # n_tokens x n_top
+        ("n_top", c_int32),
     ]
 
 

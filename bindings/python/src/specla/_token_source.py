@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import threading
 from dataclasses import dataclass, field
-from typing import List, Literal, Optional
+from typing import List, Literal, Optional, Tuple
 
 import numpy as np
 
@@ -41,6 +41,16 @@ _FINISH: dict = {
 _WATCH_INTERVAL_S = 0.005
 
 
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A generated token's log-probability under the model (log-softmax of the target's logits
+    over the tokenizer's ids; sampling settings do not change it) and the most likely
+    candidates at its position, most likely first: ``(token id, log-probability)`` pairs."""
+    token: int
+    logprob: float
+    top: Tuple[Tuple[int, float], ...] = ()
+
+
 @dataclass
 class Request:
     """Everything one generation needs, already converted to C structs."""
@@ -49,6 +59,7 @@ class Request:
     params: _capi.specla_spec_params        # ->generate: budget, stops, sampling; the rest: drafter
     drafter: Optional[Handle] = None
     _keep: List[object] = field(default_factory=list)  # buffers the structs point into
+    logprobs: bool = False                  # the params ask for log-probabilities
 
 
 @dataclass
@@ -58,6 +69,7 @@ class Step:
     text: str                               # the text this step made final (may be "")
     finish_reason: Optional[FinishReason]   # None: more steps follow
     stop_index: int                         # which stop string ended it, else -1
+    logprobs: List[TokenLogprob] = field(default_factory=list)  # one per token when asked
 
 
 @dataclass
@@ -68,6 +80,21 @@ class Outcome:
     finish_reason: FinishReason
     stop_index: int
     spec_stats: Optional[_capi.specla_spec_stats]  # with a drafter
+    logprobs: Optional[List[TokenLogprob]] = None  # when the request asked for them
+
+
+def _step_logprobs(step: _capi.specla_generation_step, tokens: List[int]) -> List[TokenLogprob]:
+    """The step's log-probabilities as objects (copied: the step's buffers live until the next
+    call)."""
+    if not step.logprobs or not tokens:
+        return []
+    k = int(step.n_top)
+    lps = step.logprobs[:len(tokens)]
+    ids = step.top_ids[:len(tokens) * k] if k else []
+    tops = step.top_logprobs[:len(tokens) * k] if k else []
+    return [TokenLogprob(t, float(lps[i]),
+                         tuple((int(ids[i * k + j]), float(tops[i * k + j])) for j in range(k)))
+            for i, t in enumerate(tokens)]
 
 
 class Generation:
@@ -86,6 +113,7 @@ class Generation:
         self._pieces: List[str] = []
         self._finish: Optional[FinishReason] = None
         self._stop_index = -1
+        self._logprobs: List[TokenLogprob] = []
         self.outcome: Optional[Outcome] = None
 
     @property
@@ -143,13 +171,15 @@ class Generation:
             text = (ctypes.string_at(step.text, step.text_len).decode("utf-8", "replace")
                     if step.text_len else "")
             reason = _FINISH.get(step.finish_reason)
+            logprobs = _step_logprobs(step, tokens)
+            self._logprobs.extend(logprobs)
             self._tokens.extend(tokens)
             if text:
                 self._pieces.append(text)
             if reason is not None:
                 self._finish, self._stop_index = reason, int(step.stop_index)
                 self.close()
-            return Step(tokens, text, reason, int(step.stop_index))
+            return Step(tokens, text, reason, int(step.stop_index), logprobs)
         except BaseException:
             # A failed step, or a KeyboardInterrupt that arrived during it: stop the library's
             # generation, give the session back, and let the exception through.
@@ -194,7 +224,8 @@ class Generation:
             stats = _capi.specla_spec_stats()  # never began: nothing drafted
         self._release()
         self.outcome = Outcome(self._tokens, "".join(self._pieces), self._finish or "aborted",
-                               self._stop_index, stats)
+                               self._stop_index, stats,
+                               self._logprobs if self._req.logprobs else None)
 
     def _release(self) -> None:
         if self._held:

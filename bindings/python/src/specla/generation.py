@@ -18,7 +18,7 @@ from . import _capi
 from ._arrays import TokenIds, as_token_array
 from ._params import TREE_ALGORITHMS as _TREE
 from ._params import assign
-from ._token_source import FinishReason, Generation, Outcome, Request
+from ._token_source import FinishReason, Generation, Outcome, Request, TokenLogprob
 from .errors import InvalidArgumentError
 
 if TYPE_CHECKING:
@@ -76,12 +76,14 @@ class GenerationResult:
     finish_reason: FinishReason   # "eos", "stop" (a stop string), "length", "aborted"
     stop_index: int = -1          # with "stop": which of the stop strings
     spec_stats: Optional[SpecStats] = None  # with a drafter
+    logprobs: Optional[List[TokenLogprob]] = None  # with logprobs=True: one per token
 
 
 def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature: float,
              top_k: int, top_p: float, seed: int, stop: Iterable[str], stop_at_eos: bool,
              include_special_tokens: bool, include_stop_string: bool,
-             drafter: Optional["Drafter"], spec: Optional[SpecOptions]) -> Request:
+             drafter: Optional["Drafter"], spec: Optional[SpecOptions],
+             logprobs: bool = False, top_logprobs: int = 0) -> Request:
     model = session.model
     if isinstance(prompt, str):
         ids = model.tokenizer.encode_array(prompt)
@@ -107,6 +109,8 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
     gp.stop_at_eos = bool(stop_at_eos)
     gp.include_special_tokens = bool(include_special_tokens)
     gp.include_stop_string = bool(include_stop_string)
+    gp.logprobs = bool(logprobs)
+    assign(gp, "top_logprobs", top_logprobs)
     keep: List[object] = [sampling, gp]  # what the params point to lives with the request
     if stops:
         arr = (ctypes.c_char_p * len(stops))(*[s.encode("utf-8") for s in stops])
@@ -135,13 +139,13 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
         raise InvalidArgumentError("spec options given without a drafter")
     sp.generate = ctypes.pointer(gp)
     return Request(session._handle, ids, sp, drafter._handle if drafter is not None else None,
-                   keep)
+                   keep, bool(logprobs))
 
 
 def _result(req: Request, outcome: Outcome) -> GenerationResult:
     stats = SpecStats._from_c(outcome.spec_stats) if outcome.spec_stats is not None else None
     return GenerationResult(outcome.text, outcome.tokens, int(req.prompt.size),
-                            outcome.finish_reason, outcome.stop_index, stats)
+                            outcome.finish_reason, outcome.stop_index, stats, outcome.logprobs)
 
 
 def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
@@ -149,7 +153,8 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
              stop: Iterable[str] = (), stop_at_eos: bool = True,
              include_special_tokens: bool = False, include_stop_string: bool = False,
              drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
-             cancel: Optional[threading.Event] = None) -> GenerationResult:
+             cancel: Optional[threading.Event] = None, logprobs: bool = False,
+             top_logprobs: int = 0) -> GenerationResult:
     """Evaluate the prompt and generate, on the calling thread.
 
     Args:
@@ -167,6 +172,10 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
         spec: speculative options (with a drafter).
         cancel: a ``threading.Event``; setting it (from any thread) stops the generation
             within one prompt block or one step, with finish reason "aborted".
+        logprobs: report each generated token's log-probability under the model (the
+            log-softmax of its logits; sampling settings do not change it) in
+            ``GenerationResult.logprobs``; top_logprobs (0..20): also that many most likely
+            candidates per position.
 
     Ctrl-C (KeyboardInterrupt) stops the generation when the running step returns (the
     first step feeds the whole prompt) and is re-raised; the session keeps what was fed.
@@ -174,7 +183,8 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
     req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
                    include_special_tokens=include_special_tokens,
-                   include_stop_string=include_stop_string, drafter=drafter, spec=spec)
+                   include_stop_string=include_stop_string, drafter=drafter, spec=spec,
+                   logprobs=logprobs, top_logprobs=top_logprobs)
     return _result(req, Generation(req, cancel).run())
 
 
@@ -191,6 +201,7 @@ class TextStream(Generator[str, None, None]):
         self._req = req
         self._gen = Generation(req, cancel)
         self.result: Optional[GenerationResult] = None
+        self._new_logprobs: List[TokenLogprob] = []
 
     def send(self, value: None) -> str:
         while True:
@@ -198,8 +209,16 @@ class TextStream(Generator[str, None, None]):
             if step is None:
                 self._finish()
                 raise StopIteration
+            self._new_logprobs.extend(step.logprobs)
             if step.text:
                 return step.text
+
+    def take_logprobs(self) -> List[TokenLogprob]:
+        """With ``logprobs=True``: the log-probabilities of the tokens generated since the last
+        call (a piece's tokens: read it after each piece; the tokens of a step whose text is
+        held back come with a later piece, or after the last one)."""
+        taken, self._new_logprobs = self._new_logprobs, []
+        return taken
 
     def throw(self, typ, val=None, tb=None):  # type: ignore[no-untyped-def, override]
         self.close()
@@ -240,7 +259,8 @@ def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
            stop: Iterable[str] = (), stop_at_eos: bool = True,
            include_special_tokens: bool = False, include_stop_string: bool = False,
            drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
-           cancel: Optional[threading.Event] = None) -> TextStream:
+           cancel: Optional[threading.Event] = None, logprobs: bool = False,
+           top_logprobs: int = 0) -> TextStream:
     """Generate as :func:`generate` does, yielding the text as it is produced.
 
     Each piece is the text one library step made final (one token, or with a drafter one
@@ -256,5 +276,6 @@ def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
     req = _request(session, prompt, max_tokens=max_tokens, temperature=temperature,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
                    include_special_tokens=include_special_tokens,
-                   include_stop_string=include_stop_string, drafter=drafter, spec=spec)
+                   include_stop_string=include_stop_string, drafter=drafter, spec=spec,
+                   logprobs=logprobs, top_logprobs=top_logprobs)
     return TextStream(req, cancel)

@@ -19,7 +19,7 @@ from starlette.routing import Route
 import specla
 
 from .chat_template import ChatTemplate, ChatTemplateError
-from .engine import Engine, Finished, GenerationSpec, QueueFullError, ShuttingDownError
+from .engine import Engine, Finished, GenerationSpec, Piece, QueueFullError, ShuttingDownError
 from .protocol import (APIError, Limits, SamplingRequest, chat_messages, check_body,
                        completion_prompt, invalid, sampling_request)
 
@@ -71,29 +71,57 @@ async def _unless_disconnected(request: Request, task: "asyncio.Future") -> bool
     return False
 
 
+TokenText = Callable[[int], str]
+
+
+def _completions_logprobs(lps: List[specla.TokenLogprob], name: TokenText,
+                          offset: int) -> Dict[str, Any]:
+    """The legacy completions form: parallel lists; text_offset counts from `offset`."""
+    tokens = [name(lp.token) for lp in lps]
+    offsets = []
+    for t in tokens:
+        offsets.append(offset)
+        offset += len(t)
+    return {"tokens": tokens, "token_logprobs": [lp.logprob for lp in lps],
+            "top_logprobs": [{name(t): v for t, v in lp.top} for lp in lps],
+            "text_offset": offsets}
+
+
+def _chat_logprobs(lps: List[specla.TokenLogprob], name: TokenText, offset: int) -> Dict[str, Any]:
+    def entry(token: int, logprob: float) -> Dict[str, Any]:
+        text = name(token)
+        return {"token": text, "logprob": logprob, "bytes": list(text.encode("utf-8"))}
+    return {"content": [{**entry(lp.token, lp.logprob),
+                         "top_logprobs": [entry(t, v) for t, v in lp.top]} for lp in lps]}
+
+
 class _Endpoint:
-    """What differs between completions and chat completions: the object names and how a
-    piece of text sits in a choice."""
+    """What differs between completions and chat completions: the object names, how a piece
+    of text sits in a choice, and how log-probabilities are spelled."""
 
     def __init__(self, obj: str, chunk_obj: str, id_prefix: str,
                  full_choice: Callable[[str], Dict[str, Any]],
                  piece_choice: Callable[[str], Dict[str, Any]],
-                 first_choice: Optional[Dict[str, Any]]) -> None:
+                 first_choice: Optional[Dict[str, Any]],
+                 logprobs: Callable[[List[specla.TokenLogprob], TokenText, int], Dict[str, Any]],
+                 chat: bool) -> None:
         self.obj = obj
         self.chunk_obj = chunk_obj
         self.id_prefix = id_prefix
         self.full_choice = full_choice
         self.piece_choice = piece_choice
         self.first_choice = first_choice  # a chunk sent before the text (the chat role)
+        self.logprobs = logprobs
+        self.chat = chat
 
 
 COMPLETIONS = _Endpoint("text_completion", "text_completion", "cmpl-",
                         lambda text: {"text": text},
-                        lambda text: {"text": text}, None)
+                        lambda text: {"text": text}, None, _completions_logprobs, False)
 CHAT = _Endpoint("chat.completion", "chat.completion.chunk", "chatcmpl-",
                  lambda text: {"message": {"role": "assistant", "content": text}},
                  lambda text: {"delta": {"content": text}},
-                 {"delta": {"role": "assistant", "content": ""}})
+                 {"delta": {"role": "assistant", "content": ""}}, _chat_logprobs, True)
 
 
 class Server:
@@ -142,13 +170,13 @@ class Server:
 
     def _spec(self, req: SamplingRequest, ids: List[int], default_max: int) -> GenerationSpec:
         return GenerationSpec(ids, req.max_tokens or default_max, req.temperature, req.top_p,
-                              req.seed, req.stop, req.stop_at_eos)
+                              req.seed, req.stop, req.stop_at_eos, req.logprobs)
 
     # ---- routes ----
     async def completions(self, request: Request) -> Response:
         try:
             body = await self._body(request)
-            req = sampling_request(body, self.limits)
+            req = sampling_request(body, self.limits, chat=False)
             self._check_model(req)
             prompt = completion_prompt(body)
             ids = self._prompt_ids(prompt, add_bos=None, param="prompt")
@@ -160,7 +188,7 @@ class Server:
     async def chat_completions(self, request: Request) -> Response:
         try:
             body = await self._body(request)
-            req = sampling_request(body, self.limits)
+            req = sampling_request(body, self.limits, chat=True)
             self._check_model(req)
             messages = chat_messages(body)
             if self.chat_template is None:
@@ -226,12 +254,14 @@ class Server:
         if not await _unless_disconnected(request, collect):
             return Response(status_code=499)
         try:
-            text, finished = collect.result()
+            text, finished, lps = collect.result()
         except BaseException as e:  # noqa: BLE001 - answered as an error body
             return error_response(_generation_error(e))
         if finished.finish_reason == "aborted":
             return error_response(_generation_error(ShuttingDownError()))
-        choice = {"index": 0, **kind.full_choice(text), "logprobs": None,
+        logprobs = (kind.logprobs(lps, self.engine.token_text, 0)
+                    if req.logprobs is not None else None)
+        choice = {"index": 0, **kind.full_choice(text), "logprobs": logprobs,
                   "finish_reason": finished.finish_reason}
         body = {**meta, "object": kind.obj, "choices": [choice], "usage": _usage(finished)}
         stats = _spec_stats(finished)
@@ -241,9 +271,14 @@ class Server:
 
     async def _events(self, gen: AsyncIterator, first: Any, req: SamplingRequest,
                       kind: _Endpoint, meta: Dict[str, Any]) -> AsyncIterator[str]:
+        offset = 0  # of the next piece in the text (completions' text_offset)
+
         def chunk(choice: Optional[Dict[str, Any]], finish_reason: Optional[str] = None,
-                  **extra: Any) -> str:
-            choices = [] if choice is None else [{"index": 0, **choice, "logprobs": None,
+                  lps: Optional[List[specla.TokenLogprob]] = None, **extra: Any) -> str:
+            logprobs = None
+            if req.logprobs is not None and lps:
+                logprobs = kind.logprobs(lps, self.engine.token_text, offset)
+            choices = [] if choice is None else [{"index": 0, **choice, "logprobs": logprobs,
                                                   "finish_reason": finish_reason}]
             return _sse({**meta, "object": kind.chunk_obj, "choices": choices, **extra})
 
@@ -254,7 +289,8 @@ class Server:
             while True:
                 if isinstance(item, Finished):
                     break
-                yield chunk(kind.piece_choice(item))
+                yield chunk(kind.piece_choice(item.text), lps=item.logprobs)
+                offset += len(item.text)
                 item = await gen.__anext__()
             if item.finish_reason == "aborted":
                 yield _sse(_generation_error(ShuttingDownError()).body())
@@ -264,10 +300,10 @@ class Server:
                 if stats is not None:
                     extra["specla"] = stats
                 if req.include_usage:
-                    yield chunk(kind.piece_choice(""), item.finish_reason, **extra)
+                    yield chunk(kind.piece_choice(""), item.finish_reason, item.logprobs, **extra)
                     yield chunk(None, usage=_usage(item))
                 else:
-                    yield chunk(kind.piece_choice(""), item.finish_reason,
+                    yield chunk(kind.piece_choice(""), item.finish_reason, item.logprobs,
                                 usage=_usage(item), **extra)
         except Exception as e:  # noqa: BLE001 - the headers are sent: an error event
             yield _sse(_generation_error(e).body())
@@ -277,15 +313,17 @@ class Server:
 
 
 async def _collect(gen: AsyncIterator, first: Any):
-    pieces: List[str] = []
+    """The whole generation: its text, the Finished item, and every token's logprobs."""
+    lps: List[specla.TokenLogprob] = []
     item = first
     try:
         while not isinstance(item, Finished):
-            pieces.append(item)
+            assert isinstance(item, Piece)
+            lps.extend(item.logprobs)
             item = await gen.__anext__()
     finally:
         await gen.aclose()
-    return item.text, item
+    return item.text, item, lps + item.logprobs
 
 
 def _generation_error(e: BaseException) -> APIError:

@@ -36,6 +36,7 @@ class GenerationSpec:
     seed: int
     stop: List[str]
     stop_at_eos: bool = True
+    logprobs: Optional[int] = None  # report log-probabilities with this many alternatives
 
 
 @dataclass
@@ -46,6 +47,16 @@ class Finished:
     prompt_tokens: int
     completion_tokens: int
     spec_stats: Optional[specla.SpecStats] = None
+    logprobs: List[specla.TokenLogprob] = field(default_factory=list)  # tokens after the last piece
+
+
+@dataclass
+class Piece:
+    """A piece of streamed text and, when the request asked, the log-probabilities of the
+    tokens generated with it (a step whose text is held back hands its tokens to a later piece,
+    or to :class:`Finished`)."""
+    text: str
+    logprobs: List[specla.TokenLogprob] = field(default_factory=list)
 
 
 @dataclass
@@ -77,7 +88,7 @@ def _close_slots(slots: List[_Slot]) -> None:
 
 # The worker thread's items on the queue to the event loop: text pieces, then one Finished or
 # one exception.
-_Item = Union[str, Finished, BaseException]
+_Item = Union[Piece, Finished, BaseException]
 
 
 class Engine:
@@ -139,6 +150,10 @@ class Engine:
     @property
     def waiting(self) -> int:
         return self._waiting
+
+    def token_text(self, token: int) -> str:
+        """A token's own text (special tokens spelled out), as logprobs entries name it."""
+        return self.model.tokenizer.decode([token], skip_special=False)
 
     def tokenize(self, text: str, *, add_bos: Optional[bool] = None) -> List[int]:
         return self.model.tokenizer.encode(text, add_bos=add_bos)
@@ -227,20 +242,21 @@ class Engine:
             ts = specla.stream(slot.session, spec.prompt_ids, max_tokens=spec.max_tokens,
                                temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed,
                                stop=spec.stop, stop_at_eos=spec.stop_at_eos,
-                               drafter=slot.drafter)
+                               drafter=slot.drafter, logprobs=spec.logprobs is not None,
+                               top_logprobs=spec.logprobs or 0)
             with running.lock:
                 running.stream = ts
                 if running.aborted:
                     ts.abort()
             with ts:
                 for piece in ts:
-                    put(piece)
+                    put(Piece(piece, ts.take_logprobs()))
                 result = ts.result
             assert result is not None
             reason = {"eos": "stop", "stop": "stop"}.get(result.finish_reason,
                                                           result.finish_reason)
             last = Finished(result.text, reason, result.prompt_tokens, len(result.tokens),
-                            result.spec_stats)
+                            result.spec_stats, ts.take_logprobs())
         except BaseException as e:  # noqa: BLE001 - handed to the request's coroutine
             last = e
         finally:

@@ -57,6 +57,7 @@ class SamplingRequest:
     stream: bool
     include_usage: bool
     stop_at_eos: bool
+    logprobs: Optional[int] = None  # None: off; else the alternatives reported per token
 
 
 def _type_name(value: Any) -> str:
@@ -122,8 +123,29 @@ def check_body(body: Any) -> Dict[str, Any]:
     return body
 
 
-def sampling_request(body: Dict[str, Any], limits: Limits) -> SamplingRequest:
-    """The shared fields; refuses the OpenAI fields the engine cannot honour."""
+# OpenAI's bounds: completions take `logprobs` as a count of alternatives (0..5), chat takes
+# `logprobs` as a flag and `top_logprobs` (0..20) as the count.
+COMPLETIONS_MAX_LOGPROBS = 5
+CHAT_MAX_TOP_LOGPROBS = 20
+
+
+def _logprobs(body: Dict[str, Any], chat: bool) -> Optional[int]:
+    if not chat:
+        if body.get("top_logprobs") is not None:
+            raise invalid("top_logprobs", "is a chat completions field: completions take "
+                          "logprobs as the number of alternatives", "unsupported_value")
+        return _int(body, "logprobs", 0, COMPLETIONS_MAX_LOGPROBS)
+    top = _int(body, "top_logprobs", 0, CHAT_MAX_TOP_LOGPROBS)
+    if not _bool(body, "logprobs", False):
+        if top is not None:
+            raise invalid("top_logprobs", "needs logprobs: true")
+        return None
+    return top or 0
+
+
+def sampling_request(body: Dict[str, Any], limits: Limits, *, chat: bool = False) -> SamplingRequest:
+    """The shared fields (logprobs as the endpoint spells them); refuses the OpenAI fields the
+    engine cannot honour."""
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise invalid("model", f"must be a string, not {_type_name(model)}", "invalid_type")
@@ -131,11 +153,7 @@ def sampling_request(body: Dict[str, Any], limits: Limits) -> SamplingRequest:
     if n is not None and n != 1:
         raise invalid("n", f"only n = 1 is supported (one completion per request), not {n}",
                       "unsupported_value")
-    for name in ("logprobs", "top_logprobs"):
-        value = body.get(name)
-        if value is not None and value is not False:
-            raise invalid(name, "log probabilities are not available: the SpecLA engine does "
-                          "not report them yet", "unsupported_value")
+    logprobs = _logprobs(body, chat)
     if body.get("best_of") not in (None, 1):
         raise invalid("best_of", "only best_of = 1 is supported", "unsupported_value")
     if body.get("echo") not in (None, False):
@@ -161,7 +179,7 @@ def sampling_request(body: Dict[str, Any], limits: Limits) -> SamplingRequest:
     # An extension (vLLM spells it the same): keep generating after the end-of-text token.
     stop_at_eos = not _bool(body, "ignore_eos", False)
     return SamplingRequest(model, max_tokens, temperature, top_p, seed, _stop(body), stream,
-                           include_usage, stop_at_eos)
+                           include_usage, stop_at_eos, logprobs)
 
 
 def completion_prompt(body: Dict[str, Any]):
