@@ -380,7 +380,7 @@ TEST_CASE("ids can be generated without a buffer sized by the budget") {
         } else {
             st = specla_generate(s.s, prompt, 3, gp.get(), nullptr, 0, &n);
         }
-        INFO(specla_last_error());
+        INFO(std::string(specla_last_error()));
         REQUIRE(st == SPECLA_OK);
         CHECK(n == 9);
         CHECK(stop.ids == want);

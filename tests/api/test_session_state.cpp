@@ -386,7 +386,7 @@ TEST_CASE("session state: CUDA and CPU sessions of one model take each other's s
         MESSAGE("CUDA session state test skipped: " << std::string(specla_last_error()));
         return;
     }
-    INFO(specla_last_error());
+    INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     test::ModelHandle cpu(pycode_dir());
     {
@@ -418,7 +418,7 @@ TEST_CASE("session state: CUDA and CPU sessions of one model take each other's s
         CHECK(n_past(c2.s) == n_past(g3.s));
 
         // The GPU session's device memory is what the arena handed out for it.
-        specla_memory_stats before{}, after{};
+        specla_memory_stats before = test::info_struct<specla_memory_stats>(), after = before;
         REQUIRE(specla_model_memory_stats(gpu, &before) == SPECLA_OK);
         specla_session_memory sm = test::info_struct<specla_session_memory>();
         {

@@ -23,10 +23,10 @@ specla_model *load_cuda(const std::string &dir) {
     specla_model *m = nullptr;
     const specla_status st = specla_model_load(dir.c_str(), &p, &m);
     if (st == SPECLA_ERR_BACKEND_UNAVAILABLE || st == SPECLA_ERR_UNSUPPORTED) {
-        MESSAGE("CUDA speculative API test skipped: " << specla_last_error());
+        MESSAGE("CUDA speculative API test skipped: " << std::string(specla_last_error()));
         return nullptr;
     }
-    INFO(specla_last_error());
+    INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     return m;
 }
@@ -53,7 +53,7 @@ std::vector<int32_t> speculative(specla_model *m, const std::vector<int32_t> &pr
     const specla_status st =
         specla_generate_speculative(s.s, d, prompt.data(), prompt.size(), p.get(), out.data(), out.size(), &n, stats);
     specla_drafter_free(d);
-    INFO(specla_last_error());
+    INFO(std::string(specla_last_error()));
     REQUIRE(st == SPECLA_OK);
     out.resize(n);
     return out;
