@@ -7,7 +7,6 @@
 #include "engine/backend.h"
 #include "generate/generate.h"
 #include "generate/text_stream.h"
-#include "spec/speculative.h"
 #include "specla/specla.h"
 
 struct specla_model;
