@@ -29,7 +29,9 @@ func (s *Session) VerifyTree(tokens, parents []int32, options *VerifyOptions) (T
 	}
 	sampling := native.NewSamplingParams()
 	defer native.DeleteSamplingParams(sampling)
-	options.Sampling.fill(sampling)
+	if err := options.Sampling.fill(sampling); err != nil {
+		return TreeVerification{}, err
+	}
 	var result TreeVerification
 	err := checkedVoid(func() {
 		raw := s.native().VerifyTreeRaw(tokens, parents, options.DraftDists, sampling, options.DeferredCommit,
