@@ -868,12 +868,14 @@ static specla_status specla_binding_call_verify_tree(specla_session *session, co
                                                      const int32_t *parents, size_t n_nodes,
                                                      const float *draft_dists,
                                                      const specla_sampling_params *sampling,
-                                                     bool deferred_commit, int32_t *accepted_nodes,
-                                                     size_t *n_accepted, int32_t *bonus_token,
-                                                     float *node_logits) {
+                                                     bool deferred_commit,
+                                                     specla_tree_algorithm tree_algorithm,
+                                                     int32_t *accepted_nodes, size_t *n_accepted,
+                                                     int32_t *bonus_token, float *node_logits) {
     specla_verify_params params = specla_verify_default_params();
     params.sampling = sampling;  /* NULL: the defaults (greedy) */
     params.deferred_commit = deferred_commit;
+    params.tree_algorithm = tree_algorithm;
     return specla_session_verify_tree(session, tokens, parents, n_nodes, draft_dists, &params, accepted_nodes,
                                       n_accepted, bonus_token, node_logits);
 }
@@ -896,7 +898,7 @@ static void specla_binding_free_verification(specla_binding_verification *v) {
 static specla_binding_verification *specla_binding_verify_tree(
     specla_binding_session *box, const int32_t *tokens, size_t n_tokens, const int32_t *parents, size_t n_parents,
     const float *draft_dists, size_t n_draft_dists, const specla_sampling_params *sampling, bool deferred_commit,
-    bool want_node_logits) {
+    specla_tree_algorithm tree_algorithm, bool want_node_logits) {
     specla_binding_begin();
     specla_session *session = specla_binding_open_session(box);
     if (!session) return NULL;
@@ -924,7 +926,8 @@ static specla_binding_verification *specla_binding_verify_tree(
     if (want_node_logits) v->node_logits.data = specla_binding_alloc(n_tokens * vocab, sizeof(float));
     if ((n_tokens > 0 && !v->accepted.data) || (want_node_logits && n_tokens > 0 && !v->node_logits.data) ||
         !specla_binding_check(specla_binding_call_verify_tree(session, tokens, parents, n_tokens, draft_dists,
-                                                              sampling, deferred_commit, v->accepted.data,
+                                                              sampling, deferred_commit, tree_algorithm,
+                                                              v->accepted.data,
                                                               &v->accepted.size, &v->bonus_token,
                                                               v->node_logits.data))) {
         specla_binding_free_verification(v);
@@ -1464,13 +1467,14 @@ struct specla_binding_verification {};
 
 %extend specla_binding_session {
     /* Bring-your-own-drafter verification (specla_session_verify_tree): parents[i] < i or -1,
-     * draft_dists empty or n_nodes x vocab_size floats, sampling null for greedy defaults. */
+     * draft_dists empty or n_nodes x vocab_size floats, sampling null for greedy defaults,
+     * tree_algorithm how the tree pass runs (an unknown value is the library's refusal). */
     specla_binding_verification *verify_tree_raw(const int32_t *tokens, size_t n_tokens, const int32_t *parents,
                                                  size_t n_parents, const float *draft_dists, size_t n_draft_dists,
                                                  const specla_sampling_params *sampling, bool deferred_commit,
-                                                 bool want_node_logits) {
+                                                 specla_tree_algorithm tree_algorithm, bool want_node_logits) {
         return specla_binding_verify_tree($self, tokens, n_tokens, parents, n_parents, draft_dists, n_draft_dists,
-                                          sampling, deferred_commit, want_node_logits);
+                                          sampling, deferred_commit, tree_algorithm, want_node_logits);
     }
 }
 

@@ -41,6 +41,7 @@ public sealed class BindingTest {
     test.Run("a corrupted state is refused", test.CorruptedState);
     test.Run("stop strings end the stream", test.StopStrings);
     test.Run("VerifyTree accepts the model's own greedy chain", test.VerifyTreeGreedyChain);
+    test.Run("every tree algorithm accepts the same path", test.VerifyTreeAlgorithms);
     test.Run("a +100 logit bias forces the token", test.LogitBiasForcesToken);
     test.Run("the stream decoder reproduces the text", test.StreamDecoderRoundTrip);
     test.Run("log messages reach the handler", test.LogHandler);
@@ -531,6 +532,28 @@ public sealed class BindingTest {
         refused = true;
       }
       Check(refused, "arrays of two lengths were taken");
+    }
+  }
+
+  // A small tree around the model's greedy path (a chain of 3 with a wrong sibling at the root
+  // and one below it): every algorithm accepts the chain, and gives the same bonus token.
+  void VerifyTreeAlgorithms() {
+    using (var model = new Model(modelDir))
+    using (var p = Greedy(4, false)) {
+      int[] prompt = model.Tokenize(Prompt);
+      int[] g = GenerateWith(model, prompt, p);
+      int vocab = model.Info().VocabSize;
+      int[] tokens = { g[0], g[1], (g[0] + 1) % vocab, g[2], (g[1] + 1) % vocab };
+      int[] parents = { -1, 0, -1, 1, 0 };
+      int[] path = { 0, 1, 3 };
+      foreach (TreeAlgorithm algorithm in new[] { TreeAlgorithm.Auto, TreeAlgorithm.Hybrid, TreeAlgorithm.ParallelWy }) {
+        using (var s = new Session(model)) {
+          s.Eval(prompt);
+          TreeVerification v = s.VerifyTree(tokens, parents, treeAlgorithm: algorithm);
+          Check(v.AcceptedNodes.SequenceEqual(path), algorithm + ": accepted " + string.Join(",", v.AcceptedNodes));
+          Check(v.BonusToken == g[3], algorithm + ": bonus " + v.BonusToken + " != greedy " + g[3]);
+        }
+      }
     }
   }
 

@@ -23,6 +23,7 @@ import org.specla.Specla;
 import org.specla.SpeclaException;
 import org.specla.Status;
 import org.specla.StreamDecoder;
+import org.specla.TreeAlgorithm;
 import org.specla.TreeVerification;
 
 /**
@@ -63,6 +64,7 @@ public final class BindingTest {
     test.run("a corrupted state is refused", test::corruptedState);
     test.run("stop strings end the stream", test::stopStrings);
     test.run("verifyTree accepts the model's own greedy chain", test::verifyTreeGreedyChain);
+    test.run("every tree algorithm accepts the same path", test::verifyTreeAlgorithms);
     test.run("a +100 logit bias forces the token", test::logitBiasForcesToken);
     test.run("the stream decoder reproduces the text", test::streamDecoder);
     test.run("log messages reach the handler", test::logHandler);
@@ -567,6 +569,29 @@ public final class BindingTest {
   private static int[] generateWith(Model model, int[] prompt, GenerateParams p) {
     try (Session s = new Session(model)) {
       return s.generate(prompt, p);
+    }
+  }
+
+  // A small tree around the model's greedy path (a chain of 3 with a wrong sibling at the root
+  // and one below it): every algorithm accepts the chain, and gives the same bonus token.
+  private void verifyTreeAlgorithms() {
+    try (Model model = new Model(modelDir)) {
+      int[] prompt = model.tokenize(PROMPT);
+      GenerateParams p = greedy(4);
+      p.setStopAtEos(false);
+      int[] g = generateWith(model, prompt, p);
+      int vocab = model.info().getVocabSize();
+      int[] tokens = {g[0], g[1], (g[0] + 1) % vocab, g[2], (g[1] + 1) % vocab};
+      int[] parents = {-1, 0, -1, 1, 0};
+      int[] path = {0, 1, 3};
+      for (TreeAlgorithm algorithm : new TreeAlgorithm[] {TreeAlgorithm.AUTO, TreeAlgorithm.HYBRID, TreeAlgorithm.PARALLEL_WY}) {
+        try (Session s = new Session(model)) {
+          s.eval(prompt);
+          TreeVerification v = s.verifyTree(tokens, parents, null, null, false, false, algorithm);
+          check(Arrays.equals(v.acceptedNodes(), path), algorithm + ": accepted " + Arrays.toString(v.acceptedNodes()));
+          check(v.bonusToken() == g[3], algorithm + ": bonus " + v.bonusToken() + " != greedy " + g[3]);
+        }
+      }
     }
   }
 
