@@ -128,6 +128,13 @@ def test_malformed_logit_bias_is_refused_before_the_call(session, bias, message)
         specla.generate(session, PROMPT_IDS, max_tokens=2, logit_bias=bias)
 
 
+def test_numpy_ids_and_biases_are_taken(session) -> None:
+    import numpy as np
+    r = specla.generate(session, PROMPT_IDS, max_tokens=3, stop_at_eos=False,
+                        logit_bias={np.int64(FORCED): np.float32(100.0)})
+    assert r.tokens == [FORCED] * 3
+
+
 def test_an_empty_logit_bias_is_none(session) -> None:
     plain = specla.generate(session, PROMPT_IDS, max_tokens=4, stop_at_eos=False)
     session.reset()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
 from collections.abc import Mapping
 from typing import List, Optional
 
@@ -79,8 +80,12 @@ def _logit_bias_array(logit_bias: Mapping) -> ctypes.Array:
                                    f"{type(logit_bias).__name__}")
     entries = (_capi.specla_logit_bias * len(logit_bias))()
     for i, (token, bias) in enumerate(logit_bias.items()):
-        if isinstance(token, bool) or not isinstance(token, int):
+        # NumPy's integers and floats too: ids often come out of an array.
+        if isinstance(token, bool) or not isinstance(token, numbers.Integral):
             raise InvalidArgumentError(f"logit_bias: token ids must be integers, not {token!r}")
+        token = int(token)
+        if isinstance(bias, numbers.Real) and not isinstance(bias, bool):
+            bias = float(bias)
         assign(entries[i], "token", token, f"logit_bias token {token}")
         assign(entries[i], "bias", bias, f"logit_bias[{token}]")
     return entries
