@@ -1146,11 +1146,11 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 %immutable specla_spec_stats::struct_size;
 /* The nested params pointers are replaced by owned members (the %extend blocks below). */
 %ignore specla_generate_params::sampling;
+%ignore specla_spec_params::generate;
 /* The logit bias entries are owned by the struct: set and read through the methods below. */
 %ignore specla_sampling_params::logit_bias;
 %ignore specla_sampling_params::n_logit_bias;
 %ignore specla_logit_bias;
-%ignore specla_spec_params::generate;
 /* Verification params are built inside specla_binding_call_verify_tree. */
 %ignore specla_verify_params;
 #if defined(SWIGCSHARP)
