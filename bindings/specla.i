@@ -13,7 +13,9 @@
  *  - The header passes nested params by pointer (specla_generate_params.sampling,
  *    specla_spec_params.generate). A GenerateParams or SpecParams of the bindings owns what it
  *    points to: one allocation holds the struct and its nested structs, the getters return views
- *    into it and the setters copy into it, so the languages handle them as values.
+ *    into it and the setters copy into it, so the languages handle them as values. A sampling
+ *    struct of the bindings owns its logit bias entries the same way (freed with it, copied by
+ *    the setters); stop strings are interned instead (see each section for why).
  *  - Info structs (and the step of a generation) are allocated with their struct_size set.
  *  - Log messages reach each language through a trampoline in its own .swg (Go: log.go), not
  *    through SWIG: see there for why.
@@ -675,6 +677,7 @@ static const specla_binding_stop_set *specla_binding_intern_stop_set(const char 
 /* Sets params' stop strings from the packed list (n_strings 0: none); unchanged on failure. */
 static void specla_binding_set_stop_strings(specla_generate_params *params, const void *packed, size_t n_bytes,
                                             size_t n_strings) {
+    specla_binding_begin(); /* Go reads the record after the call (Java and C# begin in %exception) */
     if (n_strings == 0) {
         params->stop_strings = NULL;
         params->n_stop_strings = 0;
@@ -700,6 +703,86 @@ static specla_binding_bytes specla_binding_get_stop_strings(const specla_generat
     }
     out.size = n_bytes;
     return out;
+}
+
+/* ---- Logit bias entries -------------------------------------------------------------------------
+ * Unlike stop strings, each sampling struct of the bindings owns its logit bias entries: a copy,
+ * freed with the struct. Interning would keep every distinct list for the life of the process,
+ * and bias lists are typically built per request (a server biasing each request's own tokens).
+ * Ownership can be tied to the struct because every copy of a sampling struct a language can make
+ * is made in this file (GenerateParams.setSampling, SpecParams.setGenerate), through
+ * specla_binding_copy_sampling, which copies the entries too, and every sampling struct a
+ * language holds lives in memory the binding allocated and frees (a SamplingParams, or the
+ * block of a GenerateParams or SpecParams), whose destructors free the entries. A view
+ * (getSampling) aliases its parent's entries, as it aliases the rest of its parent. */
+static void specla_binding_free_sampling_entries(specla_sampling_params *sampling) {
+    free((void *)sampling->logit_bias);
+    sampling->logit_bias = NULL;
+    sampling->n_logit_bias = 0;
+}
+
+/* *to = *from with a copy of from's entries (to's own are freed); false, and `to` unchanged, when
+ * out of memory (recorded). */
+static bool specla_binding_copy_sampling(specla_sampling_params *to, const specla_sampling_params *from) {
+    if (to == from) return true;
+    specla_logit_bias *entries = NULL;
+    if (from->n_logit_bias > 0) {
+        entries = specla_binding_alloc(from->n_logit_bias, sizeof *entries);
+        if (!entries) return false;
+        memcpy(entries, from->logit_bias, from->n_logit_bias * sizeof *entries);
+    }
+    specla_binding_free_sampling_entries(to);
+    *to = *from;
+    to->logit_bias = entries;
+    return true;
+}
+
+/* Replaces the entries with tokens[i] -> biases[i]; n_tokens 0: none. The library checks the ids
+ * and values when the struct is used, naming the entry. */
+static void specla_binding_set_logit_bias(specla_sampling_params *sampling, const int32_t *tokens,
+                                          size_t n_tokens, const float *biases, size_t n_biases) {
+    specla_binding_begin(); /* Go reads the record after the call (Java and C# begin in %exception) */
+    if (n_tokens != n_biases) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "logit_bias: one bias per token is needed");
+        return;
+    }
+    specla_logit_bias *entries = NULL;
+    if (n_tokens > 0) {
+        entries = specla_binding_alloc(n_tokens, sizeof *entries);
+        if (!entries) return;
+        for (size_t i = 0; i < n_tokens; ++i) entries[i] = (specla_logit_bias){tokens[i], biases[i]};
+    }
+    specla_binding_free_sampling_entries(sampling);
+    sampling->logit_bias = entries;
+    sampling->n_logit_bias = n_tokens;
+}
+
+static specla_binding_tokens specla_binding_logit_bias_tokens(const specla_sampling_params *sampling) {
+    specla_binding_tokens out = {specla_binding_alloc(sampling->n_logit_bias, sizeof(int32_t)), 0};
+    if (!out.data) return out;
+    for (size_t i = 0; i < sampling->n_logit_bias; ++i) out.data[i] = sampling->logit_bias[i].token;
+    out.size = sampling->n_logit_bias;
+    return out;
+}
+
+static specla_binding_floats specla_binding_logit_bias_values(const specla_sampling_params *sampling) {
+    specla_binding_floats out = {specla_binding_alloc(sampling->n_logit_bias, sizeof(float)), 0};
+    if (!out.data) return out;
+    for (size_t i = 0; i < sampling->n_logit_bias; ++i) out.data[i] = sampling->logit_bias[i].bias;
+    out.size = sampling->n_logit_bias;
+    return out;
+}
+
+static specla_sampling_params *specla_binding_new_sampling_params(void) {
+    specla_sampling_params *p = specla_binding_alloc(1, sizeof *p);
+    if (p) *p = specla_sampling_default_params();
+    return p;
+}
+
+static void specla_binding_free_sampling_params(specla_sampling_params *sampling) {
+    if (!sampling) return;
+    specla_binding_free_sampling_entries(sampling);
+    free(sampling);
 }
 
 /* ---- Parameter structs that own what they point to ---------------------------------------------
@@ -746,21 +829,36 @@ static specla_sampling_params *specla_generate_params_owned_sampling_get(specla_
 
 static void specla_generate_params_owned_sampling_set(specla_generate_params *params,
                                                       specla_sampling_params *value) {
-    if (value) *(specla_sampling_params *)params->sampling = *value;
+    if (value) specla_binding_copy_sampling((specla_sampling_params *)params->sampling, value);
 }
 
 static specla_generate_params *specla_spec_params_owned_generate_get(specla_spec_params *params) {
     return (specla_generate_params *)params->generate;
 }
 
-/* Copies `value` and the sampling params it points to; the copy keeps pointing into its own block. */
+/* Copies `value` and the sampling params it points to; the copy keeps pointing into its own block.
+ * Unchanged when the logit bias entries cannot be copied (out of memory, recorded). */
 static void specla_spec_params_owned_generate_set(specla_spec_params *params, specla_generate_params *value) {
     specla_generate_params *own = (specla_generate_params *)params->generate;
     if (!value || value == own) return;
     specla_sampling_params *own_sampling = (specla_sampling_params *)own->sampling;
-    *own_sampling = value->sampling ? *value->sampling : specla_sampling_default_params();
+    const specla_sampling_params defaults = specla_sampling_default_params();
+    if (!specla_binding_copy_sampling(own_sampling, value->sampling ? value->sampling : &defaults)) return;
     *own = *value;
     own->sampling = own_sampling;
+}
+
+/* The destructors of the blocks: what the sampling struct inside owns, then the block. */
+static void specla_binding_free_generate_params(specla_generate_params *params) {
+    if (!params) return;
+    specla_binding_free_sampling_entries((specla_sampling_params *)params->sampling);
+    free(params);
+}
+
+static void specla_binding_free_spec_params(specla_spec_params *params) {
+    if (!params) return;
+    specla_binding_free_sampling_entries((specla_sampling_params *)params->generate->sampling);
+    free(params);
 }
 
 /* ---- Tree verification (bring your own drafter) ----------------------------------------------
@@ -770,12 +868,14 @@ static specla_status specla_binding_call_verify_tree(specla_session *session, co
                                                      const int32_t *parents, size_t n_nodes,
                                                      const float *draft_dists,
                                                      const specla_sampling_params *sampling,
-                                                     bool deferred_commit, int32_t *accepted_nodes,
-                                                     size_t *n_accepted, int32_t *bonus_token,
-                                                     float *node_logits) {
+                                                     bool deferred_commit,
+                                                     specla_tree_algorithm tree_algorithm,
+                                                     int32_t *accepted_nodes, size_t *n_accepted,
+                                                     int32_t *bonus_token, float *node_logits) {
     specla_verify_params params = specla_verify_default_params();
     params.sampling = sampling;  /* NULL: the defaults (greedy) */
     params.deferred_commit = deferred_commit;
+    params.tree_algorithm = tree_algorithm;
     return specla_session_verify_tree(session, tokens, parents, n_nodes, draft_dists, &params, accepted_nodes,
                                       n_accepted, bonus_token, node_logits);
 }
@@ -798,7 +898,7 @@ static void specla_binding_free_verification(specla_binding_verification *v) {
 static specla_binding_verification *specla_binding_verify_tree(
     specla_binding_session *box, const int32_t *tokens, size_t n_tokens, const int32_t *parents, size_t n_parents,
     const float *draft_dists, size_t n_draft_dists, const specla_sampling_params *sampling, bool deferred_commit,
-    bool want_node_logits) {
+    specla_tree_algorithm tree_algorithm, bool want_node_logits) {
     specla_binding_begin();
     specla_session *session = specla_binding_open_session(box);
     if (!session) return NULL;
@@ -826,7 +926,8 @@ static specla_binding_verification *specla_binding_verify_tree(
     if (want_node_logits) v->node_logits.data = specla_binding_alloc(n_tokens * vocab, sizeof(float));
     if ((n_tokens > 0 && !v->accepted.data) || (want_node_logits && n_tokens > 0 && !v->node_logits.data) ||
         !specla_binding_check(specla_binding_call_verify_tree(session, tokens, parents, n_tokens, draft_dists,
-                                                              sampling, deferred_commit, v->accepted.data,
+                                                              sampling, deferred_commit, tree_algorithm,
+                                                              v->accepted.data,
                                                               &v->accepted.size, &v->bonus_token,
                                                               v->node_logits.data))) {
         specla_binding_free_verification(v);
@@ -1005,10 +1106,12 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 };
 /* Session state in: one language byte array becomes the C (pointer, size) pair. */
 %apply (const void *BYTES, size_t N_BYTES) { (const void *state, size_t state_size) };
-/* Added arrays: packed stop strings, a tree's parents, draft distributions (the sections below). */
+/* Added arrays: packed stop strings, a tree's parents, draft distributions, logit biases (the
+ * sections below). */
 %apply (const void *BYTES, size_t N_BYTES) { (const void *packed, size_t n_bytes) };
 %apply (const int32_t *TOKENS, size_t N_TOKENS) { (const int32_t *parents, size_t n_parents) };
 %apply (const float *FLOATS, size_t N_FLOATS) { (const float *draft_dists, size_t n_draft_dists) };
+%apply (const float *FLOATS, size_t N_FLOATS) { (const float *biases, size_t n_biases) };
 
 /* ==== Parameter and information structs, straight from the header ========================== */
 
@@ -1044,6 +1147,10 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 /* The nested params pointers are replaced by owned members (the %extend blocks below). */
 %ignore specla_generate_params::sampling;
 %ignore specla_spec_params::generate;
+/* The logit bias entries are owned by the struct: set and read through the methods below. */
+%ignore specla_sampling_params::logit_bias;
+%ignore specla_sampling_params::n_logit_bias;
+%ignore specla_logit_bias;
 /* Verification params are built inside specla_binding_call_verify_tree. */
 %ignore specla_verify_params;
 #if defined(SWIGCSHARP)
@@ -1069,11 +1176,15 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 %enddef
 SPECLA_DEFAULTED_PARAMS(specla_model_params, specla_model_default_params)
 SPECLA_DEFAULTED_PARAMS(specla_session_params, specla_session_default_params)
-SPECLA_DEFAULTED_PARAMS(specla_sampling_params, specla_sampling_default_params)
-/* GenerateParams and SpecParams own the structs they point to (the C layer's blocks). */
+/* SamplingParams owns its logit bias entries; GenerateParams and SpecParams own the structs they
+ * point to (the C layer's blocks), and so the entries of the sampling struct inside. */
+%extend specla_sampling_params {
+    specla_sampling_params() { return specla_binding_new_sampling_params(); }
+    ~specla_sampling_params() { specla_binding_free_sampling_params($self); }
+}
 %extend specla_generate_params {
     specla_generate_params() { return specla_binding_new_generate_params(); }
-    ~specla_generate_params() { free($self); }
+    ~specla_generate_params() { specla_binding_free_generate_params($self); }
     specla_sampling_params *owned_sampling;  /* a view into this object; setting copies */
 }
 /* The drafter folder (EAGLE) is a string the parameters object owns: set with setPath (a copy,
@@ -1106,7 +1217,7 @@ SPECLA_DEFAULTED_PARAMS(specla_sampling_params, specla_sampling_default_params)
 }
 %extend specla_spec_params {
     specla_spec_params() { return specla_binding_new_spec_params(); }
-    ~specla_spec_params() { free($self); }
+    ~specla_spec_params() { specla_binding_free_spec_params($self); }
     specla_generate_params *owned_generate;  /* a view into this object; setting copies */
 }
 
@@ -1332,6 +1443,16 @@ struct specla_binding_generation {};
     specla_binding_bytes stop_strings_packed() const { return specla_binding_get_stop_strings($self); }
 }
 
+/* Logit bias entries cross as two arrays of one length, token ids and biases; each language
+ * builds them from its own map (SamplingParams.setLogitBias; Go's options). */
+%extend specla_sampling_params {
+    void set_logit_bias_raw(const int32_t *tokens, size_t n_tokens, const float *biases, size_t n_biases) {
+        specla_binding_set_logit_bias($self, tokens, n_tokens, biases, n_biases);
+    }
+    specla_binding_tokens logit_bias_tokens() const { return specla_binding_logit_bias_tokens($self); }
+    specla_binding_floats logit_bias_values() const { return specla_binding_logit_bias_values($self); }
+}
+
 /* The raw result of Session.verify_tree; each language copies it into its own value type. */
 %newobject specla_binding_session::verify_tree_raw;
 %nodefaultctor specla_binding_verification;
@@ -1346,13 +1467,14 @@ struct specla_binding_verification {};
 
 %extend specla_binding_session {
     /* Bring-your-own-drafter verification (specla_session_verify_tree): parents[i] < i or -1,
-     * draft_dists empty or n_nodes x vocab_size floats, sampling null for greedy defaults. */
+     * draft_dists empty or n_nodes x vocab_size floats, sampling null for greedy defaults,
+     * tree_algorithm how the tree pass runs (an unknown value is the library's refusal). */
     specla_binding_verification *verify_tree_raw(const int32_t *tokens, size_t n_tokens, const int32_t *parents,
                                                  size_t n_parents, const float *draft_dists, size_t n_draft_dists,
                                                  const specla_sampling_params *sampling, bool deferred_commit,
-                                                 bool want_node_logits) {
+                                                 specla_tree_algorithm tree_algorithm, bool want_node_logits) {
         return specla_binding_verify_tree($self, tokens, n_tokens, parents, n_parents, draft_dists, n_draft_dists,
-                                          sampling, deferred_commit, want_node_logits);
+                                          sampling, deferred_commit, tree_algorithm, want_node_logits);
     }
 }
 

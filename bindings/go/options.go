@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sort"
 	"strings"
 
 	"specla/internal/native"
@@ -110,6 +111,11 @@ type SamplingOptions struct {
 	// PenaltyWholeContext for all of them, PenaltyNone for none (the C value 0, which the zero
 	// value here cannot mean, as it means the default).
 	PenaltyLastN int32
+	// LogitBias adds a bias to the logit of each token id, before the penalties and any sampling
+	// (+100 practically forces a token, -100 bans it); nil or empty = none (the default). The
+	// library refuses an id outside the model's vocabulary or a bias that is not finite, naming
+	// the entry (entries go to C in increasing token order).
+	LogitBias map[int32]float32
 }
 
 // Values of SamplingOptions.PenaltyLastN besides a count.
@@ -171,6 +177,7 @@ func generateOptionsFrom(p native.GenerateParams) GenerateOptions {
 			PresencePenalty:   s.GetPresencePenalty(),
 			FrequencyPenalty:  s.GetFrequencyPenalty(),
 			PenaltyLastN:      penaltyLastNFromC(s.GetPenaltyLastN()),
+			LogitBias:         logitBiasFrom(s),
 		},
 		MaxTokens:         int32(p.GetMaxTokens()),
 		IgnoreEOS:         !p.GetStopAtEos(),
@@ -180,7 +187,7 @@ func generateOptionsFrom(p native.GenerateParams) GenerateOptions {
 }
 
 // fill writes o into C sampling parameters that already hold the defaults.
-func (o *SamplingOptions) fill(s native.SamplingParams) {
+func (o *SamplingOptions) fill(s native.SamplingParams) error {
 	s.SetTemperature(orDefault(o.Temperature, s.GetTemperature()))
 	s.SetTopK(orDefault(int(o.TopK), s.GetTopK()))
 	s.SetTopP(orDefault(o.TopP, s.GetTopP()))
@@ -190,11 +197,43 @@ func (o *SamplingOptions) fill(s native.SamplingParams) {
 	s.SetPresencePenalty(orDefault(o.PresencePenalty, s.GetPresencePenalty()))
 	s.SetFrequencyPenalty(orDefault(o.FrequencyPenalty, s.GetFrequencyPenalty()))
 	s.SetPenaltyLastN(penaltyLastNToC(o.PenaltyLastN, s.GetPenaltyLastN()))
+	return setLogitBias(s, o.LogitBias)
+}
+
+// setLogitBias hands the entries to C as two arrays of one length, which the C struct copies and
+// owns (bindings/specla.i: freed with it, unlike the interned stop strings).
+func setLogitBias(s native.SamplingParams, bias map[int32]float32) error {
+	tokens := make([]int32, 0, len(bias))
+	for token := range bias {
+		tokens = append(tokens, token)
+	}
+	sort.Slice(tokens, func(i, j int) bool { return tokens[i] < tokens[j] })
+	biases := make([]float32, len(tokens))
+	for i, token := range tokens {
+		biases[i] = bias[token]
+	}
+	return checkedVoid(func() { s.SetLogitBiasRaw(tokens, biases) })
+}
+
+// logitBiasFrom is the C struct's entries as a map (a token listed twice: the sum, which is what
+// applies); nil when there are none.
+func logitBiasFrom(s native.SamplingParams) map[int32]float32 {
+	tokens, biases := s.LogitBiasTokens(), s.LogitBiasValues()
+	if len(tokens) == 0 {
+		return nil
+	}
+	bias := make(map[int32]float32, len(tokens))
+	for i, token := range tokens {
+		bias[token] += biases[i]
+	}
+	return bias
 }
 
 // fill writes o into C parameters that already hold the defaults.
 func (o *GenerateOptions) fill(p native.GenerateParams) error {
-	o.Sampling.fill(p.GetSampling())
+	if err := o.Sampling.fill(p.GetSampling()); err != nil {
+		return err
+	}
 	p.SetMaxTokens(orDefault(int(o.MaxTokens), p.GetMaxTokens()))
 	p.SetStopAtEos(p.GetStopAtEos() && !o.IgnoreEOS)
 	p.SetIncludeStopString(o.IncludeStopString)

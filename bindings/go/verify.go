@@ -11,6 +11,7 @@ type VerifyOptions struct {
 	Sampling       SamplingOptions // acceptance: greedy (the zero value) or sampled
 	DeferredCommit bool            // apply the accepted factors inside the next pass
 	NodeLogits     bool            // return the target's logits after every node
+	TreeAlgorithm  TreeAlgorithm   // how the tree pass runs; TreeAuto (the zero value): the backend picks
 }
 
 // TreeVerification is what Session.VerifyTree gave.
@@ -29,11 +30,13 @@ func (s *Session) VerifyTree(tokens, parents []int32, options *VerifyOptions) (T
 	}
 	sampling := native.NewSamplingParams()
 	defer native.DeleteSamplingParams(sampling)
-	options.Sampling.fill(sampling)
+	if err := options.Sampling.fill(sampling); err != nil {
+		return TreeVerification{}, err
+	}
 	var result TreeVerification
 	err := checkedVoid(func() {
 		raw := s.native().VerifyTreeRaw(tokens, parents, options.DraftDists, sampling, options.DeferredCommit,
-			options.NodeLogits)
+			native.Enum_SS_specla_tree_algorithm(options.TreeAlgorithm), options.NodeLogits)
 		if raw == nil || raw.Swigcptr() == 0 {
 			return
 		}

@@ -79,3 +79,42 @@ func TestVerifyTreeGreedyChain(t *testing.T) {
 	_, err = s.VerifyTree(tokens[:1], []int32{-1}, nil)
 	expectStatus(t, err, StatusInvalidArgument, "a closed session")
 }
+
+// A small tree around the model's greedy path (a chain of 3 with a wrong sibling at the root and
+// one below it): every tree algorithm accepts the chain and gives the same bonus token.
+func TestVerifyTreeAlgorithmsAgree(t *testing.T) {
+	model := loadModel(t)
+	prompt, err := model.Tokenize(streamPrompt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := newSession(t, model).Generate(prompt, &GenerateOptions{MaxTokens: 4, IgnoreEOS: true})
+	if err != nil || len(g) != 4 {
+		t.Fatalf("Generate: %v, %v", g, err)
+	}
+	info, err := model.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := info.VocabSize
+	tokens := []int32{g[0], g[1], (g[0] + 1) % vocab, g[2], (g[1] + 1) % vocab}
+	parents := []int32{-1, 0, -1, 1, 0}
+	path := []int32{0, 1, 3}
+	for _, algorithm := range []TreeAlgorithm{TreeAuto, TreeHybrid, TreeParallelWY} {
+		s := newSession(t, model)
+		if _, err := s.Eval(prompt, LogitsNone); err != nil {
+			t.Fatal(err)
+		}
+		v, err := s.VerifyTree(tokens, parents, &VerifyOptions{TreeAlgorithm: algorithm})
+		if err != nil || !reflect.DeepEqual(v.AcceptedNodes, path) || v.BonusToken != g[3] {
+			t.Errorf("algorithm %d: accepted %v, bonus %d, %v; want %v, %d", algorithm, v.AcceptedNodes,
+				v.BonusToken, err, path, g[3])
+		}
+	}
+	s := newSession(t, model)
+	_, err = s.VerifyTree(tokens, parents, &VerifyOptions{TreeAlgorithm: 7})
+	if e := expectStatus(t, err, StatusInvalidArgument, "an unknown tree algorithm"); e != nil &&
+		!strings.Contains(e.Message, "tree algorithm") {
+		t.Errorf("unknown-algorithm message: %s", e.Message)
+	}
+}

@@ -41,6 +41,8 @@ public sealed class BindingTest {
     test.Run("a corrupted state is refused", test.CorruptedState);
     test.Run("stop strings end the stream", test.StopStrings);
     test.Run("VerifyTree accepts the model's own greedy chain", test.VerifyTreeGreedyChain);
+    test.Run("every tree algorithm accepts the same path", test.VerifyTreeAlgorithms);
+    test.Run("a +100 logit bias forces the token", test.LogitBiasForcesToken);
     test.Run("the stream decoder reproduces the text", test.StreamDecoderRoundTrip);
     test.Run("log messages reach the handler", test.LogHandler);
     test.Run("log handlers replaced while other threads log", test.LogHandlerAcrossThreads);
@@ -482,6 +484,75 @@ public sealed class BindingTest {
         if (e != null) Check(e.Message.Contains("parent 5"), "bad-parent message: " + e.Message);
         ExpectFailure(Status.InvalidArgument, "parents of another length",
                       () => s.VerifyTree(new[] { tokens[0] }, new[] { -1, 0 }));
+      }
+    }
+  }
+
+  static int[] GenerateWith(Model model, int[] prompt, GenerateParams p) {
+    using (var s = new Session(model)) return s.Generate(prompt, p);
+  }
+
+  void LogitBiasForcesToken() {
+    const int forced = 1234;
+    int[] expected = Enumerable.Repeat(forced, 6).ToArray();
+    using (var model = new Model(modelDir))
+    using (var drafter = new Drafter(model))
+    using (var p = Greedy(expected.Length, false))
+    using (var spec = new SpecParams()) {
+      int[] prompt = model.Tokenize(Prompt);
+      Check(!GenerateWith(model, prompt, p).SequenceEqual(expected), "the token was greedy without a bias");
+      // Set on a SamplingParams, copied into the GenerateParams: the copy owns its own entries,
+      // so disposing of the original changes nothing.
+      var bias = new Dictionary<int, float> { { forced, 100f } };
+      using (var sampling = new SamplingParams()) {
+        sampling.LogitBias = bias;
+        Check(sampling.LogitBias.Count == 1 && sampling.LogitBias[forced] == 100f, "LogitBias reads back");
+        p.Sampling = sampling;
+      }
+      GC.Collect();
+      int[] got = GenerateWith(model, prompt, p);
+      Check(got.SequenceEqual(expected), "biased greedy " + string.Join(",", got));
+      // Copied once more into SpecParams: speculative decoding is forced as well.
+      spec.Generate = p;
+      p.Sampling.LogitBias = new Dictionary<int, float>();
+      Check(p.Sampling.LogitBias.Count == 0, "clearing the logit bias");
+      using (var s = new Session(model)) {
+        int[] speculative = s.GenerateSpeculative(drafter, prompt, spec);
+        Check(speculative.SequenceEqual(expected), "biased speculative " + string.Join(",", speculative));
+      }
+      // A token outside the vocabulary is the library's refusal, naming the entry.
+      p.Sampling.SetLogitBias(new[] { 5, model.Info().VocabSize }, new[] { 1f, 1f });
+      SpeclaException e = ExpectFailure(Status.InvalidArgument, "a logit bias id outside the vocabulary",
+                                        () => GenerateWith(model, prompt, p));
+      if (e != null) Check(e.Message.Contains("logit_bias[1]"), "logit bias message: " + e.Message);
+      bool refused = false;
+      try {
+        p.Sampling.SetLogitBias(new[] { 1, 2 }, new[] { 1f });
+      } catch (ArgumentException) {
+        refused = true;
+      }
+      Check(refused, "arrays of two lengths were taken");
+    }
+  }
+
+  // A small tree around the model's greedy path (a chain of 3 with a wrong sibling at the root
+  // and one below it): every algorithm accepts the chain, and gives the same bonus token.
+  void VerifyTreeAlgorithms() {
+    using (var model = new Model(modelDir))
+    using (var p = Greedy(4, false)) {
+      int[] prompt = model.Tokenize(Prompt);
+      int[] g = GenerateWith(model, prompt, p);
+      int vocab = model.Info().VocabSize;
+      int[] tokens = { g[0], g[1], (g[0] + 1) % vocab, g[2], (g[1] + 1) % vocab };
+      int[] parents = { -1, 0, -1, 1, 0 };
+      int[] path = { 0, 1, 3 };
+      foreach (TreeAlgorithm algorithm in new[] { TreeAlgorithm.Auto, TreeAlgorithm.Hybrid, TreeAlgorithm.ParallelWy }) {
+        using (var s = new Session(model)) {
+          s.Eval(prompt);
+          TreeVerification v = s.VerifyTree(tokens, parents, treeAlgorithm: algorithm);
+          Check(v.AcceptedNodes.SequenceEqual(path), algorithm + ": accepted " + string.Join(",", v.AcceptedNodes));
+          Check(v.BonusToken == g[3], algorithm + ": bonus " + v.BonusToken + " != greedy " + g[3]);
+        }
       }
     }
   }

@@ -248,9 +248,53 @@ def _error(r: httpx.Response, status: int, param=None) -> dict:
     ({"prompt": "x", "logprobs": True}, "logprobs"),
     ({"prompt": "x", "top_logprobs": 2}, "top_logprobs"),
     ({"prompt": "x", "model": 7}, "model"),
+    ({"prompt": "x", "presence_penalty": 2.5}, "presence_penalty"),
+    ({"prompt": "x", "presence_penalty": "high"}, "presence_penalty"),
+    ({"prompt": "x", "frequency_penalty": -2.01}, "frequency_penalty"),
+    ({"prompt": "x", "logit_bias": [[5, 1]]}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"five": 1}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"-1": 1}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"1.5": 1}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"5": 101}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"5": "up"}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"7": 1, "07": 2}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {"10000000": 1}}, "logit_bias"),
+    ({"prompt": "x", "logit_bias": {str(i): 1 for i in range(301)}}, "logit_bias"),
 ])
 def test_invalid_fields(live: LiveServer, body: dict, param: str) -> None:
     _error(live.client.post("/v1/completions", json=body), 400, param)
+
+
+def test_logit_bias_outside_the_vocabulary(live: LiveServer, model: specla.Model) -> None:
+    vocab = model.tokenizer.vocab_size
+    err = _error(live.client.post("/v1/completions", json={
+        "prompt": "x", "logit_bias": {str(vocab): 5}}), 400, "logit_bias")
+    assert str(vocab) in err["message"]
+    complete(live, prompt="x", max_tokens=1, logit_bias={str(vocab - 1): 5})  # the last id
+
+
+def test_logit_bias_forces_a_token(live: LiveServer, model: specla.Model) -> None:
+    forced = 1234
+    body = complete(live, prompt=PROMPTS[0], max_tokens=5, logit_bias={str(forced): 100})
+    assert body["choices"][0]["text"] == model.tokenizer.decode([forced] * 5)
+    assert body["usage"]["completion_tokens"] == 5
+
+
+def test_penalties_and_bias_equal_generate(live: LiveServer, model: specla.Model) -> None:
+    prompt = "a = 1\nb = 2\na = 1\nb = 2\na = 1\n"
+    plain = complete(live, prompt=prompt, max_tokens=24)["choices"][0]["text"]
+    fields = {"presence_penalty": 1.5, "frequency_penalty": 0.5, "logit_bias": {"17": -3.5}}
+    body = complete(live, prompt=prompt, max_tokens=24, **fields)
+    # The server counts the whole context (penalty_last_n=-1), as the README says.
+    ref = reference(model, prompt, max_tokens=24, presence_penalty=1.5, frequency_penalty=0.5,
+                    penalty_last_n=-1, logit_bias={17: -3.5})
+    assert body["choices"][0]["text"] == ref.text != plain
+    with live.client.stream("POST", "/v1/completions", json={
+            "prompt": prompt, "max_tokens": 24, "temperature": 0, "stream": True,
+            **fields}) as r:
+        assert r.status_code == 200
+        events = sse_events(r)
+    assert "".join(e["choices"][0]["text"] for e in events) == ref.text
 
 
 def test_completion_logprobs(live: LiveServer, model: specla.Model) -> None:

@@ -11,13 +11,14 @@ import ctypes
 import threading
 from collections.abc import Generator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, List, Literal, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Iterable, List, Literal, Mapping, Optional, Tuple, Union
 
 
 from . import _capi
 from ._arrays import TokenIds, as_token_array
+from ._params import DEFAULT_PENALTY_LAST_N, DEFAULT_REPETITION_PENALTY
 from ._params import TREE_ALGORITHMS as _TREE
-from ._params import assign
+from ._params import assign, sampling_params
 from ._token_source import FinishReason, Generation, Outcome, Request, TokenLogprob
 from .errors import InvalidArgumentError
 
@@ -83,7 +84,11 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
              top_k: int, top_p: float, seed: int, stop: Iterable[str], stop_at_eos: bool,
              include_special_tokens: bool, include_stop_string: bool,
              drafter: Optional["Drafter"], spec: Optional[SpecOptions],
-             logprobs: bool = False, top_logprobs: int = 0) -> Request:
+             logprobs: bool = False, top_logprobs: int = 0, min_p: float = 0.0,
+             repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
+             presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+             penalty_last_n: int = DEFAULT_PENALTY_LAST_N,
+             logit_bias: Optional[Mapping[int, float]] = None) -> Request:
     model = session.model
     if isinstance(prompt, str):
         ids = model.tokenizer.encode_array(prompt)
@@ -98,11 +103,12 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
         if "\0" in s:
             raise InvalidArgumentError(f"stop string {i} contains a NUL character")
 
-    sampling = _capi.default_params(_capi.specla_sampling_params)
-    assign(sampling, "temperature", temperature)
-    assign(sampling, "top_k", top_k)
-    assign(sampling, "top_p", top_p)
-    assign(sampling, "seed", seed)
+    keep: List[object] = []  # what the params point to lives with the request
+    sampling = sampling_params(keep, temperature=temperature, top_k=top_k, top_p=top_p,
+                               seed=seed, min_p=min_p, repetition_penalty=repetition_penalty,
+                               presence_penalty=presence_penalty,
+                               frequency_penalty=frequency_penalty,
+                               penalty_last_n=penalty_last_n, logit_bias=logit_bias)
     gp = _capi.default_params(_capi.specla_generate_params)
     assign(gp, "max_tokens", max_tokens)
     gp.sampling = ctypes.pointer(sampling)
@@ -111,7 +117,7 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
     gp.include_stop_string = bool(include_stop_string)
     gp.logprobs = bool(logprobs)
     assign(gp, "top_logprobs", top_logprobs)
-    keep: List[object] = [sampling, gp]  # what the params point to lives with the request
+    keep += [sampling, gp]
     if stops:
         arr = (ctypes.c_char_p * len(stops))(*[s.encode("utf-8") for s in stops])
         keep.append(arr)
@@ -154,7 +160,11 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
              include_special_tokens: bool = False, include_stop_string: bool = False,
              drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
              cancel: Optional[threading.Event] = None, logprobs: bool = False,
-             top_logprobs: int = 0) -> GenerationResult:
+             top_logprobs: int = 0, min_p: float = 0.0,
+             repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
+             presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+             penalty_last_n: int = DEFAULT_PENALTY_LAST_N,
+             logit_bias: Optional[Mapping[int, float]] = None) -> GenerationResult:
     """Evaluate the prompt and generate, on the calling thread.
 
     Args:
@@ -162,6 +172,13 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
         prompt: text, or token ids.
         max_tokens: token budget.
         temperature: 0 = greedy; top_k (0 = off), top_p (1 = off), seed: sampling.
+        min_p: keep tokens whose probability is at least min_p x the top token's (0 = off).
+        repetition_penalty (1 = off; > 1 discourages repeats), presence_penalty and
+            frequency_penalty (0 = off; subtracted once, resp. per occurrence, from the logit
+            of a token seen): over the last penalty_last_n tokens of the context, the prompt
+            included (-1: the whole context; 0: none).
+        logit_bias: {token id: bias} added to those tokens' logits before anything else
+            (+100 practically forces a token, -100 bans it); copied by the library.
         stop: strings that end generation after the token completing one; the text ends
             where the stop string begins (``include_stop_string=True``: after it).
         stop_at_eos: stop after the model's EOS token.
@@ -184,7 +201,10 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
                    include_special_tokens=include_special_tokens,
                    include_stop_string=include_stop_string, drafter=drafter, spec=spec,
-                   logprobs=logprobs, top_logprobs=top_logprobs)
+                   logprobs=logprobs, top_logprobs=top_logprobs, min_p=min_p,
+                   repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                   frequency_penalty=frequency_penalty, penalty_last_n=penalty_last_n,
+                   logit_bias=logit_bias)
     return _result(req, Generation(req, cancel).run())
 
 
@@ -260,7 +280,11 @@ def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
            include_special_tokens: bool = False, include_stop_string: bool = False,
            drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
            cancel: Optional[threading.Event] = None, logprobs: bool = False,
-           top_logprobs: int = 0) -> TextStream:
+           top_logprobs: int = 0, min_p: float = 0.0,
+           repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
+           presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
+           penalty_last_n: int = DEFAULT_PENALTY_LAST_N,
+           logit_bias: Optional[Mapping[int, float]] = None) -> TextStream:
     """Generate as :func:`generate` does, yielding the text as it is produced.
 
     Each piece is the text one library step made final (one token, or with a drafter one
@@ -277,5 +301,8 @@ def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
                    top_k=top_k, top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos,
                    include_special_tokens=include_special_tokens,
                    include_stop_string=include_stop_string, drafter=drafter, spec=spec,
-                   logprobs=logprobs, top_logprobs=top_logprobs)
+                   logprobs=logprobs, top_logprobs=top_logprobs, min_p=min_p,
+                   repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+                   frequency_penalty=frequency_penalty, penalty_last_n=penalty_last_n,
+                   logit_bias=logit_bias)
     return TextStream(req, cancel)

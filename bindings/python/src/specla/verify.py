@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import ctypes
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import numpy as np
 
 from . import _capi
 from ._arrays import TokenIds, as_token_array, check_out_array
-from ._params import TREE_ALGORITHMS, assign
+from ._params import TREE_ALGORITHMS, sampling_params
 from .errors import InvalidArgumentError, check
 
 if TYPE_CHECKING:
@@ -76,11 +76,9 @@ def verify_tree(session: "Session", tokens: TokenIds, parents: TokenIds, *,
     elif want_logits:
         logits = np.empty((n, vocab), dtype=np.float32)
 
-    sampling = _capi.default_params(_capi.specla_sampling_params)
-    assign(sampling, "temperature", temperature)
-    assign(sampling, "top_k", top_k)
-    assign(sampling, "top_p", top_p)
-    assign(sampling, "seed", seed)
+    keep: List[object] = []
+    sampling = sampling_params(keep, temperature=temperature, top_k=top_k, top_p=top_p,
+                               seed=seed)
     params = _capi.default_params(_capi.specla_verify_params)
     params.sampling = ctypes.pointer(sampling)
     params.deferred_commit = bool(deferred_commit)

@@ -21,7 +21,7 @@ import specla
 from .chat_template import ChatTemplate, ChatTemplateError
 from .engine import Engine, Finished, GenerationSpec, Piece, QueueFullError, ShuttingDownError
 from .protocol import (APIError, Limits, SamplingRequest, chat_messages, check_body,
-                       completion_prompt, invalid, sampling_request)
+                       check_logit_bias_ids, completion_prompt, invalid, sampling_request)
 
 # The completions endpoint's max_tokens when a request gives none (OpenAI's default); chat
 # completions default to the server's limit, as OpenAI's chat endpoint has no fixed default.
@@ -144,18 +144,30 @@ class Server:
                            code="invalid_json") from e
         return check_body(body)
 
+    def _sampling_request(self, body: Dict[str, Any], *, chat: bool) -> SamplingRequest:
+        """The shared fields, checked, also against the model (its name, its vocabulary)."""
+        req = sampling_request(body, self.limits, chat=chat)
+        self._check_model(req)
+        check_logit_bias_ids(req.logit_bias, self._vocab_size)
+        return req
+
     def _check_model(self, req: SamplingRequest) -> None:
         if req.model is not None and req.model != self.engine.model_name:
             raise APIError(404, f"the model {req.model!r} does not exist; this server serves "
                            f"{self.engine.model_name!r}", param="model",
                            code="model_not_found")
 
+    @property
+    def _vocab_size(self) -> int:
+        """The ids a request may name (its prompt, its logit_bias): the tokenizer's."""
+        return self.engine.model.tokenizer.vocab_size
+
     def _prompt_ids(self, prompt: Union[str, List[int]], *, add_bos: Optional[bool],
                     param: str) -> List[int]:
         if isinstance(prompt, str):
             ids = self.engine.tokenize(prompt, add_bos=add_bos)
         else:
-            vocab = self.engine.model.tokenizer.vocab_size
+            vocab = self._vocab_size
             bad = [t for t in prompt if not 0 <= t < vocab]
             if bad:
                 raise invalid(param, f"token id {bad[0]} is outside the vocabulary "
@@ -170,14 +182,14 @@ class Server:
 
     def _spec(self, req: SamplingRequest, ids: List[int], default_max: int) -> GenerationSpec:
         return GenerationSpec(ids, req.max_tokens or default_max, req.temperature, req.top_p,
-                              req.seed, req.stop, req.stop_at_eos, req.logprobs)
+                              req.seed, req.stop, req.stop_at_eos, req.logprobs,
+                              req.presence_penalty, req.frequency_penalty, req.logit_bias)
 
     # ---- routes ----
     async def completions(self, request: Request) -> Response:
         try:
             body = await self._body(request)
-            req = sampling_request(body, self.limits, chat=False)
-            self._check_model(req)
+            req = self._sampling_request(body, chat=False)
             prompt = completion_prompt(body)
             ids = self._prompt_ids(prompt, add_bos=None, param="prompt")
         except APIError as e:
@@ -188,8 +200,7 @@ class Server:
     async def chat_completions(self, request: Request) -> Response:
         try:
             body = await self._body(request)
-            req = sampling_request(body, self.limits, chat=True)
-            self._check_model(req)
+            req = self._sampling_request(body, chat=True)
             messages = chat_messages(body)
             if self.chat_template is None:
                 raise APIError(400, f"the model {self.engine.model_name!r} has no chat template "

@@ -13,7 +13,7 @@ import asyncio
 import os
 import threading
 from dataclasses import dataclass, field
-from typing import AsyncIterator, List, Optional, Union
+from typing import AsyncIterator, Dict, List, Optional, Union
 
 import specla
 
@@ -37,6 +37,16 @@ class GenerationSpec:
     stop: List[str]
     stop_at_eos: bool = True
     logprobs: Optional[int] = None  # report log-probabilities with this many alternatives
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    logit_bias: Dict[int, float] = field(default_factory=dict)  # token id -> bias
+
+
+# OpenAI's presence and frequency penalties count the tokens of the whole generated text; the
+# library's count the last penalty_last_n tokens of the context, the prompt included. -1 (the
+# whole context) is the nearest: nothing generated is forgotten, and the prompt counts as well
+# (the difference the server documents).
+PENALTY_LAST_N = -1
 
 
 @dataclass
@@ -243,7 +253,10 @@ class Engine:
                                temperature=spec.temperature, top_p=spec.top_p, seed=spec.seed,
                                stop=spec.stop, stop_at_eos=spec.stop_at_eos,
                                drafter=slot.drafter, logprobs=spec.logprobs is not None,
-                               top_logprobs=spec.logprobs or 0)
+                               top_logprobs=spec.logprobs or 0,
+                               presence_penalty=spec.presence_penalty,
+                               frequency_penalty=spec.frequency_penalty,
+                               penalty_last_n=PENALTY_LAST_N, logit_bias=spec.logit_bias)
             with running.lock:
                 running.stream = ts
                 if running.aborted:

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import math
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 # The sampling seed is the library's uint64, whose largest value means "random".
 _SEED_LIMIT = 2**64 - 1
 MAX_STOP_STRINGS = 16
+# OpenAI's bounds of the penalties and of logit_bias (its entry count and bias range).
+PENALTY_LIMIT = 2.0
+MAX_LOGIT_BIAS = 300
+LOGIT_BIAS_LIMIT = 100.0
 
 
 class APIError(Exception):
@@ -58,6 +62,11 @@ class SamplingRequest:
     include_usage: bool
     stop_at_eos: bool
     logprobs: Optional[int] = None  # None: off; else the alternatives reported per token
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    # token id -> bias; the ids are checked against the vocabulary by the application, which
+    # knows the model (check_logit_bias_ids)
+    logit_bias: Dict[int, float] = field(default_factory=dict)
 
 
 def _type_name(value: Any) -> str:
@@ -114,6 +123,44 @@ def _stop(body: Dict[str, Any]) -> List[str]:
         if "\0" in s:
             raise invalid("stop", "stop strings must not contain a NUL character")
     return stops
+
+
+def _logit_bias(body: Dict[str, Any]) -> Dict[int, float]:
+    """OpenAI's logit_bias: an object of token ids, written as integer strings (JSON keys are
+    strings), to biases in [-100, 100]."""
+    value = body.get("logit_bias")
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise invalid("logit_bias", "must be an object mapping token ids to biases, not "
+                      f"{_type_name(value)}", "invalid_type")
+    if len(value) > MAX_LOGIT_BIAS:
+        raise invalid("logit_bias", f"at most {MAX_LOGIT_BIAS} entries, not {len(value)}")
+    out: Dict[int, float] = {}
+    for key, bias in value.items():
+        # str.isdigit() also takes other scripts' digits ("\u0663"), which int() reads.
+        if not (key.isascii() and key.isdigit()):
+            raise invalid("logit_bias", f"keys must be token ids written as integers, not "
+                          f"{key!r}", "invalid_type")
+        if isinstance(bias, bool) or not isinstance(bias, (int, float)):
+            raise invalid("logit_bias", f"the bias of token {key} must be a number, not "
+                          f"{_type_name(bias)}", "invalid_type")
+        if not (math.isfinite(bias) and -LOGIT_BIAS_LIMIT <= bias <= LOGIT_BIAS_LIMIT):
+            raise invalid("logit_bias", f"the bias of token {key} must be in "
+                          f"[{-LOGIT_BIAS_LIMIT:g}, {LOGIT_BIAS_LIMIT:g}], not {bias:g}")
+        token = int(key)
+        if token in out:  # "7" and "07": which bias was meant is not clear
+            raise invalid("logit_bias", f"token {token} is listed twice")
+        out[token] = float(bias)
+    return out
+
+
+def check_logit_bias_ids(logit_bias: Dict[int, float], vocab_size: int) -> None:
+    """Refuse logit_bias ids outside the model's vocabulary [0, vocab_size)."""
+    bad = [t for t in logit_bias if t >= vocab_size]
+    if bad:
+        raise invalid("logit_bias", f"token id {bad[0]} is outside the vocabulary "
+                      f"[0, {vocab_size})")
 
 
 def check_body(body: Any) -> Dict[str, Any]:
@@ -178,8 +225,11 @@ def sampling_request(body: Dict[str, Any], limits: Limits, *, chat: bool = False
         include_usage = _bool(options, "include_usage", False)
     # An extension (vLLM spells it the same): keep generating after the end-of-text token.
     stop_at_eos = not _bool(body, "ignore_eos", False)
+    presence = _number(body, "presence_penalty", 0.0, -PENALTY_LIMIT, PENALTY_LIMIT)
+    frequency = _number(body, "frequency_penalty", 0.0, -PENALTY_LIMIT, PENALTY_LIMIT)
     return SamplingRequest(model, max_tokens, temperature, top_p, seed, _stop(body), stream,
-                           include_usage, stop_at_eos, logprobs)
+                           include_usage, stop_at_eos, logprobs, presence, frequency,
+                           _logit_bias(body))
 
 
 def completion_prompt(body: Dict[str, Any]):

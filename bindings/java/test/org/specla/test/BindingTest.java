@@ -10,6 +10,7 @@ import org.specla.FinishReason;
 import org.specla.Generation;
 import org.specla.GenerateParams;
 import org.specla.Model;
+import org.specla.SamplingParams;
 import org.specla.LogLevel;
 import org.specla.Logging;
 import org.specla.ModelInfo;
@@ -22,6 +23,7 @@ import org.specla.Specla;
 import org.specla.SpeclaException;
 import org.specla.Status;
 import org.specla.StreamDecoder;
+import org.specla.TreeAlgorithm;
 import org.specla.TreeVerification;
 
 /**
@@ -62,6 +64,8 @@ public final class BindingTest {
     test.run("a corrupted state is refused", test::corruptedState);
     test.run("stop strings end the stream", test::stopStrings);
     test.run("verifyTree accepts the model's own greedy chain", test::verifyTreeGreedyChain);
+    test.run("every tree algorithm accepts the same path", test::verifyTreeAlgorithms);
+    test.run("a +100 logit bias forces the token", test::logitBiasForcesToken);
     test.run("the stream decoder reproduces the text", test::streamDecoder);
     test.run("log messages reach the handler", test::logHandler);
     test.run("log handlers replaced while other threads log", test::logHandlerAcrossThreads);
@@ -512,6 +516,81 @@ public final class BindingTest {
         if (e != null) check(e.getMessage().contains("parent 5"), "bad-parent message: " + e.getMessage());
         expectFailure(Status.INVALID_ARGUMENT, "parents of another length",
             () -> s.verifyTree(new int[] {tokens[0]}, new int[] {-1, 0}));
+      }
+    }
+  }
+
+  private void logitBiasForcesToken() {
+    final int forced = 1234;
+    try (Model model = new Model(modelDir);
+        Drafter drafter = new Drafter(model)) {
+      int[] prompt = model.tokenize(PROMPT);
+      int[] expected = new int[6];
+      Arrays.fill(expected, forced);
+      // Set on a SamplingParams, copied into a GenerateParams: the copy owns its own entries, so
+      // freeing the original (and collecting it) changes nothing.
+      SamplingParams sampling = new SamplingParams();
+      java.util.Map<Integer, Float> bias = new java.util.LinkedHashMap<>();
+      bias.put(forced, 100f);
+      sampling.setLogitBias(bias);
+      check(sampling.getLogitBias().equals(bias), "getLogitBias " + sampling.getLogitBias());
+      GenerateParams p = greedy(expected.length);
+      p.setStopAtEos(false);
+      check(!Arrays.equals(generateWith(model, prompt, p), expected), "the token was greedy without a bias");
+      p.setSampling(sampling);
+      sampling.delete();
+      System.gc();
+      int[] got = generateWith(model, prompt, p);
+      check(Arrays.equals(got, expected), "biased greedy " + Arrays.toString(got));
+      // Copied once more into SpecParams: speculative decoding is forced as well.
+      SpecParams spec = new SpecParams();
+      spec.setGenerate(p);
+      p.getSampling().setLogitBias(new int[0], new float[0]);
+      check(p.getSampling().getLogitBias().isEmpty(), "clearing the logit bias");
+      try (Session s = new Session(model)) {
+        int[] speculative = s.generateSpeculative(drafter, prompt, spec);
+        check(Arrays.equals(speculative, expected), "biased speculative " + Arrays.toString(speculative));
+      }
+      // A token outside the vocabulary is the library's refusal, naming the entry.
+      p.getSampling().setLogitBias(new int[] {5, model.info().getVocabSize()}, new float[] {1f, 1f});
+      SpeclaException e = expectFailure(Status.INVALID_ARGUMENT, "a logit bias id outside the vocabulary",
+          () -> generateWith(model, prompt, p));
+      if (e != null) check(e.getMessage().contains("logit_bias[1]"), "logit bias message: " + e.getMessage());
+      boolean refused = false;
+      try {
+        p.getSampling().setLogitBias(new int[] {1, 2}, new float[] {1f});
+      } catch (IllegalArgumentException expectedRefusal) {
+        refused = true;
+      }
+      check(refused, "arrays of two lengths were taken");
+    }
+  }
+
+  private static int[] generateWith(Model model, int[] prompt, GenerateParams p) {
+    try (Session s = new Session(model)) {
+      return s.generate(prompt, p);
+    }
+  }
+
+  // A small tree around the model's greedy path (a chain of 3 with a wrong sibling at the root
+  // and one below it): every algorithm accepts the chain, and gives the same bonus token.
+  private void verifyTreeAlgorithms() {
+    try (Model model = new Model(modelDir)) {
+      int[] prompt = model.tokenize(PROMPT);
+      GenerateParams p = greedy(4);
+      p.setStopAtEos(false);
+      int[] g = generateWith(model, prompt, p);
+      int vocab = model.info().getVocabSize();
+      int[] tokens = {g[0], g[1], (g[0] + 1) % vocab, g[2], (g[1] + 1) % vocab};
+      int[] parents = {-1, 0, -1, 1, 0};
+      int[] path = {0, 1, 3};
+      for (TreeAlgorithm algorithm : new TreeAlgorithm[] {TreeAlgorithm.AUTO, TreeAlgorithm.HYBRID, TreeAlgorithm.PARALLEL_WY}) {
+        try (Session s = new Session(model)) {
+          s.eval(prompt);
+          TreeVerification v = s.verifyTree(tokens, parents, null, null, false, false, algorithm);
+          check(Arrays.equals(v.acceptedNodes(), path), algorithm + ": accepted " + Arrays.toString(v.acceptedNodes()));
+          check(v.bonusToken() == g[3], algorithm + ": bonus " + v.bonusToken() + " != greedy " + g[3]);
+        }
       }
     }
   }
