@@ -1,6 +1,7 @@
 // Version query, status names and the thread-local last-error message.
 #include <string>
 
+#include "api/caller_enum.h"
 #include "api/guard.h"
 
 namespace specla {
@@ -33,7 +34,7 @@ SPECLA_API bool specla_has_cuda(void) {
 SPECLA_API const char *specla_last_error(void) { return specla::t_last_error.c_str(); }
 
 SPECLA_API const char *specla_status_string(specla_status status) {
-    switch (status) {
+    switch (specla::caller_enum(status)) {
         case SPECLA_OK: return "SPECLA_OK: success";
         case SPECLA_ERR_INVALID_ARGUMENT: return "SPECLA_ERR_INVALID_ARGUMENT: invalid argument";
         case SPECLA_ERR_IO: return "SPECLA_ERR_IO: input/output error";

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 
+#include "api/caller_enum.h"
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/params.h"
@@ -105,7 +106,7 @@ void end_generation(specla_generation *gen) noexcept {
 extern "C" {
 
 SPECLA_API const char *specla_finish_reason_string(specla_finish_reason reason) {
-    switch (reason) {
+    switch (caller_enum(reason)) {
         case SPECLA_FINISH_NONE: return "SPECLA_FINISH_NONE: not finished";
         case SPECLA_FINISH_EOS: return "SPECLA_FINISH_EOS: end-of-sequence token";
         case SPECLA_FINISH_STOP_STRING: return "SPECLA_FINISH_STOP_STRING: stop string";

@@ -1,6 +1,7 @@
 // C API: model loading, information, memory statistics.
 #include <sys/stat.h>
 
+#include "api/caller_enum.h"
 #include "api/guard.h"
 #include "api/handles.h"
 #include "api/struct_size.h"
@@ -41,8 +42,11 @@ SPECLA_API specla_status specla_model_load(const char *folder, const specla_mode
         require(params.n_threads <= SPECLA_LIMIT_THREADS, SPECLA_ERR_INVALID_ARGUMENT, "n_threads (",
                 params.n_threads, ") exceeds SPECLA_LIMIT_THREADS (", SPECLA_LIMIT_THREADS, ")");
         require(params.device >= 0, SPECLA_ERR_INVALID_ARGUMENT, "device must not be negative");
+        const int backend = caller_enum(params.backend);
+        require(backend == SPECLA_BACKEND_CPU || backend == SPECLA_BACKEND_CUDA, SPECLA_ERR_INVALID_ARGUMENT,
+                "unknown backend ", backend);
         ModelOptions opts;
-        opts.backend = params.backend;
+        opts.backend = specla_backend(backend);
         opts.device = params.device;
         opts.n_threads = params.n_threads;
         opts.arena_block_bytes = params.arena_block_bytes;

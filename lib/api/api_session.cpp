@@ -1,4 +1,5 @@
 // C API: sessions and block evaluation.
+#include "api/caller_enum.h"
 #include "api/checked_size.h"
 #include "api/guard.h"
 #include "api/handles.h"
@@ -81,13 +82,13 @@ SPECLA_API specla_status specla_session_eval(specla_session *session, const int3
         const size_t vocab = size_t(s.config().vocab_size);
         LogitsRows rows;
         size_t needed;
-        switch (mode) {
+        switch (caller_enum(mode)) {
             case SPECLA_LOGITS_NONE: rows = LogitsRows::None, needed = 0; break;
             case SPECLA_LOGITS_LAST: rows = LogitsRows::Last, needed = vocab; break;
             case SPECLA_LOGITS_ALL:
                 rows = LogitsRows::All, needed = checked_product(n_tokens, vocab, "n_tokens x vocab_size");
                 break;
-            default: fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown logits mode ", int(mode));
+            default: fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown logits mode ", caller_enum(mode));
         }
         if (needed) {
             require_arg(logits, "logits");

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "api/caller_enum.h"
 #include "api/checked_size.h"
 #include "api/guard.h"
 #include "api/handles.h"
@@ -21,13 +22,13 @@ using namespace specla;
 
 namespace {
 
-TreeAlgorithm algorithm_from(specla_tree_algorithm a) {
-    switch (a) {
+TreeAlgorithm algorithm_from(const specla_tree_algorithm &field) {
+    switch (caller_enum(field)) {
         case SPECLA_TREE_AUTO: return TreeAlgorithm::Auto;
         case SPECLA_TREE_HYBRID: return TreeAlgorithm::Hybrid;
         case SPECLA_TREE_PARALLEL_WY: return TreeAlgorithm::ParallelWY;
     }
-    fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", int(a));
+    fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", caller_enum(field));
 }
 
 specla_drafter_params drafter_defaults() {
@@ -154,13 +155,13 @@ SPECLA_API specla_status specla_drafter_create(const specla_model *model, const 
         require_arg(out, "out");
         const specla_drafter_params params = read_params(caller_params, drafter_defaults(), "specla_drafter_params");
         auto handle = std::make_unique<specla_drafter>();
-        if (params.type == SPECLA_DRAFTER_EAGLE) {
+        const int type = caller_enum(params.type);
+        if (type == SPECLA_DRAFTER_EAGLE) {
             require(params.path != nullptr, SPECLA_ERR_INVALID_ARGUMENT,
                     "an EAGLE drafter needs specla_drafter_params.path, the drafter folder");
             handle->impl = EagleDrafter::load(params.path, *model->impl);
         } else {
-            require(params.type == SPECLA_DRAFTER_PROMPT_LOOKUP, SPECLA_ERR_INVALID_ARGUMENT, "unknown drafter type ",
-                    int(params.type));
+            require(type == SPECLA_DRAFTER_PROMPT_LOOKUP, SPECLA_ERR_INVALID_ARGUMENT, "unknown drafter type ", type);
             require(params.min_ngram >= 1 && params.max_ngram >= params.min_ngram, SPECLA_ERR_INVALID_ARGUMENT,
                     "prompt lookup needs 1 <= min_ngram <= max_ngram (got ", params.min_ngram, ", ", params.max_ngram,
                     ")");
