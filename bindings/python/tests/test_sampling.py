@@ -140,3 +140,26 @@ def test_an_empty_logit_bias_is_none(session) -> None:
     session.reset()
     assert specla.generate(session, PROMPT_IDS, max_tokens=4, stop_at_eos=False,
                            logit_bias={}).tokens == plain.tokens
+
+
+def test_a_random_seed_is_reported_and_repeats_the_run(session, model) -> None:
+    """seed=None: the library draws the seed; the result reports it, and passing it back gives
+    the same sampled tokens, plain and speculative. A given seed is reported as given."""
+    r = specla.generate(session, PROMPT_IDS, max_tokens=16, temperature=1.0, seed=None,
+                        stop_at_eos=False)
+    assert isinstance(r.seed, int) and r.seed != _capi.SPECLA_SEED_RANDOM
+    session.reset()
+    again = specla.generate(session, PROMPT_IDS, max_tokens=16, temperature=1.0, seed=r.seed,
+                            stop_at_eos=False)
+    assert again.tokens == r.tokens and again.seed == r.seed
+    session.reset()
+    with specla.Drafter.prompt_lookup(model) as d:
+        s = specla.generate(session, PROMPT_IDS, max_tokens=16, temperature=1.0, seed=None,
+                            stop_at_eos=False, drafter=d)
+        assert isinstance(s.seed, int) and s.seed != _capi.SPECLA_SEED_RANDOM
+    session.reset()
+    assert specla.generate(session, PROMPT_IDS, max_tokens=2).seed == 0
+    session.reset()
+    st = specla.stream(session, PROMPT_IDS, max_tokens=4, temperature=1.0, seed=77)
+    "".join(st)
+    assert st.result is not None and st.result.seed == 77

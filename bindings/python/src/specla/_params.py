@@ -45,7 +45,7 @@ DEFAULT_PENALTY_LAST_N = 64
 
 
 def sampling_params(keep: List[object], *, temperature: float = 0.0, top_k: int = 0,
-                    top_p: float = 1.0, seed: int = 0,
+                    top_p: float = 1.0, seed: Optional[int] = 0,
                     repetition_penalty: float = DEFAULT_REPETITION_PENALTY,
                     presence_penalty: float = 0.0, frequency_penalty: float = 0.0,
                     penalty_last_n: int = DEFAULT_PENALTY_LAST_N, min_p: float = 0.0,
@@ -58,7 +58,9 @@ def sampling_params(keep: List[object], *, temperature: float = 0.0, top_k: int 
     assign(sampling, "temperature", temperature)
     assign(sampling, "top_k", top_k)
     assign(sampling, "top_p", top_p)
-    assign(sampling, "seed", seed)
+    # None: a seed drawn by the library at the start of the generation (SPECLA_SEED_RANDOM),
+    # reported back as GenerationResult.seed.
+    assign(sampling, "seed", _capi.SPECLA_SEED_RANDOM if seed is None else seed)
     assign(sampling, "repetition_penalty", repetition_penalty)
     assign(sampling, "presence_penalty", presence_penalty)
     assign(sampling, "frequency_penalty", frequency_penalty)

@@ -81,6 +81,7 @@ class Outcome:
     stop_index: int
     spec_stats: Optional[_capi.specla_spec_stats]  # with a drafter
     logprobs: Optional[List[TokenLogprob]] = None  # when the request asked for them
+    seed: Optional[int] = None              # the seed used (None: the generation never began)
 
 
 def _step_logprobs(step: _capi.specla_generation_step, tokens: List[int]) -> List[TokenLogprob]:
@@ -216,16 +217,19 @@ class Generation:
             gen, self._gen = self._gen, None
             if gen is not None:
                 _capi.lib.specla_generation_end(gen)
-                if self._req.drafter is not None:
-                    stats = _capi.specla_spec_stats()
-                    _capi.lib.specla_generation_stats(gen, ctypes.byref(stats))
+                # Plain generations too: the statistics carry the seed the generation used.
+                stats = _capi.specla_spec_stats()
+                _capi.lib.specla_generation_stats(gen, ctypes.byref(stats))
                 _capi.lib.specla_generation_free(gen)
-        if self._req.drafter is not None and stats is None:
+        seed = int(stats.seed) if stats is not None else None  # None: it never began
+        if self._req.drafter is None:
+            stats = None
+        elif stats is None:
             stats = _capi.specla_spec_stats()  # never began: nothing drafted
         self._release()
         self.outcome = Outcome(self._tokens, "".join(self._pieces), self._finish or "aborted",
                                self._stop_index, stats,
-                               self._logprobs if self._req.logprobs else None)
+                               self._logprobs if self._req.logprobs else None, seed)
 
     def _release(self) -> None:
         if self._held:

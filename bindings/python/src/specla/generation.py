@@ -78,10 +78,12 @@ class GenerationResult:
     stop_index: int = -1          # with "stop": which of the stop strings
     spec_stats: Optional[SpecStats] = None  # with a drafter
     logprobs: Optional[List[TokenLogprob]] = None  # with logprobs=True: one per token
+    seed: Optional[int] = None    # the seed the generation used (the one drawn for seed=None;
+                                  # pass it back to repeat a sampled run)
 
 
 def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature: float,
-             top_k: int, top_p: float, seed: int, stop: Iterable[str], stop_at_eos: bool,
+             top_k: int, top_p: float, seed: Optional[int], stop: Iterable[str], stop_at_eos: bool,
              include_special_tokens: bool, include_stop_string: bool,
              drafter: Optional["Drafter"], spec: Optional[SpecOptions],
              logprobs: bool = False, top_logprobs: int = 0, min_p: float = 0.0,
@@ -151,11 +153,12 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
 def _result(req: Request, outcome: Outcome) -> GenerationResult:
     stats = SpecStats._from_c(outcome.spec_stats) if outcome.spec_stats is not None else None
     return GenerationResult(outcome.text, outcome.tokens, int(req.prompt.size),
-                            outcome.finish_reason, outcome.stop_index, stats, outcome.logprobs)
+                            outcome.finish_reason, outcome.stop_index, stats, outcome.logprobs,
+                            outcome.seed)
 
 
 def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
-             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+             temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = 0,
              stop: Iterable[str] = (), stop_at_eos: bool = True,
              include_special_tokens: bool = False, include_stop_string: bool = False,
              drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
@@ -171,7 +174,8 @@ def generate(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
         session: the session; its context continues (an empty prompt continues it as is).
         prompt: text, or token ids.
         max_tokens: token budget.
-        temperature: 0 = greedy; top_k (0 = off), top_p (1 = off), seed: sampling.
+        temperature: 0 = greedy; top_k (0 = off), top_p (1 = off), seed: sampling (None: a
+            random seed, reported in ``GenerationResult.seed``).
         min_p: keep tokens whose probability is at least min_p x the top token's (0 = off).
         repetition_penalty (1 = off; > 1 discourages repeats), presence_penalty and
             frequency_penalty (0 = off; subtracted once, resp. per occurrence, from the logit
@@ -275,7 +279,7 @@ class TextStream(Generator[str, None, None]):
 
 
 def stream(session: "Session", prompt: Prompt = (), *, max_tokens: int = 128,
-           temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: int = 0,
+           temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0, seed: Optional[int] = 0,
            stop: Iterable[str] = (), stop_at_eos: bool = True,
            include_special_tokens: bool = False, include_stop_string: bool = False,
            drafter: Optional["Drafter"] = None, spec: Optional[SpecOptions] = None,
