@@ -10,6 +10,7 @@
 #include "model/drafter_checkpoint.h"
 #include "session/session.h"
 #include "support/fixture.h"
+#include "support/fixture_model.h"
 
 using namespace specla;
 
@@ -17,16 +18,10 @@ namespace {
 
 constexpr double kTol = 1e-4;
 
-std::shared_ptr<Model> load_target() {
-    ModelOptions o;
-    o.n_threads = 2;
-    return Model::load(test::fixture_dir("gdn_tiny_a"), o);
-}
-
 }  // namespace
 
 TEST_CASE("drafter model: eagle_tiny_a matches the training tool's forward") {
-    auto target = load_target();
+    auto target = test::load_fixture_model("gdn_tiny_a");
     const size_t D = size_t(target->config().hidden_size), V = size_t(target->config().vocab_size);
     test::Expected ex = test::load_expected("eagle_tiny_a");
 

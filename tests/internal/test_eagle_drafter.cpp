@@ -12,21 +12,12 @@
 #include "spec/eagle_drafter.h"
 #include "spec/speculative.h"
 #include "support/fixture.h"
+#include "support/fixture_model.h"
 
 using namespace specla;
 
-namespace {
-
-std::shared_ptr<Model> load_target() {
-    ModelOptions o;
-    o.n_threads = 2;
-    return Model::load(test::fixture_dir("gdn_tiny_a"), o);
-}
-
-}  // namespace
-
 TEST_CASE("EAGLE drafter: greedy speculative output equals plain greedy (gdn_tiny_a + eagle_tiny_a)") {
-    auto target = load_target();
+    auto target = test::load_fixture_model("gdn_tiny_a");
     auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
     std::mt19937_64 rng(3);
     for (int p = 0; p < 4; ++p) {
@@ -55,7 +46,7 @@ TEST_CASE("EAGLE drafter: greedy speculative output equals plain greedy (gdn_tin
 }
 
 TEST_CASE("EAGLE drafter: proposals need the features of the consumed tokens") {
-    auto target = load_target();
+    auto target = test::load_fixture_model("gdn_tiny_a");
     auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
     const std::vector<int32_t> ctx = {1, 2, 3, 4, 5, 6};
     DraftTree tree;
@@ -75,7 +66,7 @@ TEST_CASE("EAGLE drafter: proposals need the features of the consumed tokens") {
 }
 
 TEST_CASE("EAGLE drafter: its committed state is the chain over the true features of the accepted path") {
-    auto target = load_target();
+    auto target = test::load_fixture_model("gdn_tiny_a");
     const size_t D = size_t(target->config().hidden_size);
     std::mt19937_64 rng(5);
     for (bool sampled : {false, true}) {

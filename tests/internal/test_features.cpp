@@ -13,6 +13,7 @@
 #include "engine/model.h"
 #include "session/session.h"
 #include "support/fixture.h"
+#include "support/fixture_model.h"
 #include "support/random_trees.h"
 
 using namespace specla;
@@ -21,16 +22,10 @@ namespace {
 
 constexpr double kTol = 2e-5;
 
-std::shared_ptr<Model> load_fixture(const std::string &name) {
-    ModelOptions o;
-    o.n_threads = 2;
-    return Model::load(test::fixture_dir(name), o);
-}
-
 }  // namespace
 
 TEST_CASE("features: prefill rows are fla's last hidden state before the final norm (gdn_tiny_a)") {
-    auto model = load_fixture("gdn_tiny_a");
+    auto model = test::load_fixture_model("gdn_tiny_a");
     const ModelConfig &c = model->config();
     const size_t D = size_t(c.hidden_size), V = size_t(c.vocab_size);
     test::Expected ex = test::load_expected("gdn_tiny_a");
@@ -63,7 +58,7 @@ TEST_CASE("features: prefill rows are fla's last hidden state before the final n
 }
 
 TEST_CASE("features: verification rows equal chain features of the same paths") {
-    auto model = load_fixture("gdn_tiny_a");
+    auto model = test::load_fixture_model("gdn_tiny_a");
     const ModelConfig &c = model->config();
     const size_t D = size_t(c.hidden_size);
     test::Expected ex = test::load_expected("gdn_tiny_a");
@@ -104,7 +99,7 @@ TEST_CASE("features: verification rows equal chain features of the same paths") 
 }
 
 TEST_CASE("features: verify_tree writes only the rows from first_row, indexed from it") {
-    auto model = load_fixture("gdn_tiny_a");
+    auto model = test::load_fixture_model("gdn_tiny_a");
     Backend &be = model->backend();
     const ModelConfig &c = model->config();
     const size_t D = size_t(c.hidden_size), V = size_t(c.vocab_size);

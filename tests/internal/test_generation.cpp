@@ -11,17 +11,12 @@
 #include "generate/generation.h"
 #include "session/session.h"
 #include "support/fixture.h"
+#include "support/fixture_model.h"
 #include "util/error.h"
 
 using namespace specla;
 
 namespace {
-
-std::shared_ptr<Model> tiny() {
-    ModelOptions o;
-    o.n_threads = 2;
-    return Model::load(test::fixture_dir("gdn_tiny_a"), o);
-}
 
 // Proposes nothing for `calls_before_failing` passes, then throws.
 struct FailingDrafter : Drafter {
@@ -38,7 +33,7 @@ struct FailingDrafter : Drafter {
 }  // namespace
 
 TEST_CASE("generation: a failing step finishes it with Error and later steps are refused") {
-    auto model = tiny();
+    auto model = test::load_fixture_model("gdn_tiny_a");
     Session s(model, SessionLimits());
     FailingDrafter d;
     const std::vector<int32_t> prompt = {1, 2, 3};
@@ -74,7 +69,7 @@ TEST_CASE("generation: a failing step finishes it with Error and later steps are
 }
 
 TEST_CASE("generation: an abort request before the first step stops it before the prompt") {
-    auto model = tiny();
+    auto model = test::load_fixture_model("gdn_tiny_a");
     Session s(model, SessionLimits());
     const std::vector<int32_t> prompt(100, 7);
     std::atomic<bool> abort{true};
@@ -87,7 +82,7 @@ TEST_CASE("generation: an abort request before the first step stops it before th
 }
 
 TEST_CASE("generation: the CPU's prompt blocks are short, and any block size gives bitwise the same logits and state") {
-    auto model = tiny();
+    auto model = test::load_fixture_model("gdn_tiny_a");
     SessionLimits lim;
     Session ref(model, lim);
     CHECK(prefill_block_tokens(ref) == 8);

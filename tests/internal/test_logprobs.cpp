@@ -14,17 +14,12 @@
 #include "sampling/logprobs.h"
 #include "session/session.h"
 #include "support/fixture.h"
+#include "support/fixture_model.h"
 #include "util/error.h"
 
 using namespace specla;
 
 namespace {
-
-std::shared_ptr<Model> tiny() {
-    ModelOptions o;
-    o.n_threads = 2;
-    return Model::load(test::fixture_dir("gdn_tiny_a"), o);
-}
 
 // Proposes the next tokens of a known continuation `ref` (the greedy output after `n_prompt`
 // tokens): `good` correct tokens, then one wrong one, as a chain, so that passes accept several
@@ -120,7 +115,7 @@ TEST_CASE("logprobs: token_logprobs is the log-softmax, the top entries in order
 }
 
 TEST_CASE("logprobs: plain and speculative generation report the model's log-probabilities and keep their tokens") {
-    auto model = tiny();
+    auto model = test::load_fixture_model("gdn_tiny_a");
     const int32_t V = model->config().vocab_size;
     const std::vector<int32_t> prompt = {5, 17, 3, 99, 42, 7};
     for (const bool sampled : {false, true}) {
@@ -164,7 +159,7 @@ TEST_CASE("logprobs: plain and speculative generation report the model's log-pro
 }
 
 TEST_CASE("logprobs: bad requests are refused before anything is evaluated") {
-    auto model = tiny();
+    auto model = test::load_fixture_model("gdn_tiny_a");
     Session s(model, SessionLimits());
     const std::vector<int32_t> prompt = {1, 2, 3};
     SpecOptions o;
