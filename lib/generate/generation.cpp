@@ -230,11 +230,7 @@ GenerationResult run_generation(Session &session, Drafter *drafter, const int32_
         gen.next(step);
         r.tokens.insert(r.tokens.end(), step.tokens.begin(), step.tokens.end());
         r.text += step.text;
-        LogprobRows &l = r.logprobs;
-        const LogprobRows &sl = step.logprobs;
-        l.logprobs.insert(l.logprobs.end(), sl.logprobs.begin(), sl.logprobs.end());
-        l.top_ids.insert(l.top_ids.end(), sl.top_ids.begin(), sl.top_ids.end());
-        l.top_logprobs.insert(l.top_logprobs.end(), sl.top_logprobs.begin(), sl.top_logprobs.end());
+        r.logprobs.extend(step.logprobs);
     }
     r.reason = gen.reason();
     r.stats = gen.stats();

@@ -38,4 +38,10 @@ void LogprobRows::append(const float *logits, int32_t n_candidates, int32_t toke
                    top_logprobs.data() + top_logprobs.size() - size_t(n_top));
 }
 
+void LogprobRows::extend(const LogprobRows &other) {
+    logprobs.insert(logprobs.end(), other.logprobs.begin(), other.logprobs.end());
+    top_ids.insert(top_ids.end(), other.top_ids.begin(), other.top_ids.end());
+    top_logprobs.insert(top_logprobs.end(), other.top_logprobs.begin(), other.top_logprobs.end());
+}
+
 }  // namespace specla

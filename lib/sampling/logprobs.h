@@ -31,6 +31,8 @@ struct LogprobRows {
     }
     // Appends one token's row.
     void append(const float *logits, int32_t n_candidates, int32_t token, int32_t n_top);
+    // Appends another's rows (same n_top).
+    void extend(const LogprobRows &other);
 };
 
 }  // namespace specla
