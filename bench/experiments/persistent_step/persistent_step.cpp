@@ -129,7 +129,7 @@ void PersistentStep::run() {
         eager_steps_ += 1;
     }
     // The step applied any pending factors and cleared the device count (the backend's run_decode
-    // and pending_consumed keep these host mirrors the same way).
+    // keeps its CommitState the same way).
     st_.commit.state_moved();
     st_.commit.pending_applied();
 }

@@ -434,28 +434,6 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     check(cudaStreamSynchronize(st.stream), "eval_chain");
 }
 
-float CudaBackend::time_decode_steps(SequenceState &state, int32_t token, int32_t steps) {
-    CudaSequenceState &st = cast(state);
-    DeviceGuard g(device_);
-    st.h_tokens[0] = token;
-    // The graph exists before timing: the first step runs eagerly, the second captures it.
-    run_decode(st);
-    run_decode(st);
-    check(cudaStreamSynchronize(st.stream), "warm-up steps");
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
-    check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
-    for (int32_t i = 0; i < steps; ++i) run_decode(st);
-    check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float ms = 0.f;
-    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
-    return ms;
-}
-
 std::string CudaBackend::decode_mode(SequenceState &state) const {
     if (!options_.use_graph) return "per-op, eager";
     for (const auto &pg : cast(state).graphs)

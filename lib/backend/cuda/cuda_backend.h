@@ -230,25 +230,13 @@ public:
 
     // The schedule TreeAlgorithm::Auto picks for a tree (cuda_verify.cpp states the rule).
     TreeAlgorithm auto_algorithm(const int32_t *parents, int32_t n) const;
-    // Kernel-level timing (benchmarks) of one speculative step's state work over the last verified
-    // tree, whose mixer inputs are reused: the recurrence of every layer plus the commit of `path`
-    // (node indices of that tree), either fused into the recurrence (deferred) or as a separate
-    // pass before it. Device milliseconds per step (median of `reps`); the state's values change.
-    float time_recurrence_commit(SequenceState &state, const int32_t *path, int32_t n_path, bool deferred,
-                                 TreeAlgorithm algorithm, int32_t reps);
 
     // ---- for tests and benchmarks ----
     int32_t device() const { return device_; }
     int32_t sm_count() const { return sm_count_; }
     const cuda::DeviceWeights &device_weights() const { return *weights_; }
     const CudaBackendOptions &options() const { return options_; }
-    // Changes the options for states created afterwards and for later calls (benchmarks compare
-    // variants on one copy of the weights); not thread-safe with concurrent calls.
-    void set_options(const CudaBackendOptions &o) { options_ = o; }
     kern::LaunchCtx launch_ctx(cudaStream_t stream) const;
-    // Replays `steps` decoding steps of `token` (state advances) and returns the milliseconds
-    // between CUDA events around them, with no host synchronisation between steps.
-    float time_decode_steps(SequenceState &state, int32_t token, int32_t steps);
     std::string decode_mode(SequenceState &state) const;
     // The factors of the deferred commit pending in `st` for one layer (applied by the next pass's
     // recurrent kernels while the device count is > 0), for a decoding step run outside the
@@ -256,7 +244,8 @@ public:
     kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
 
 private:
-    friend class CudaPassOps;  // the layer ops (cuda_pass_ops.cpp)
+    friend class CudaPassOps;       // the layer ops (cuda_pass_ops.cpp)
+    friend struct CudaBackendProbe;  // benchmark-only timing hooks (bench/cuda_probe.h, not in the library)
 
     // `head`: a drafter model's shared embeddings, final norm and output head (create_drafter_backend).
     CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,

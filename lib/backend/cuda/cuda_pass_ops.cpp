@@ -18,9 +18,11 @@
 // Every form applies a deferred commit's pending factors inside the kernels that load the state.
 // Nothing here allocates or synchronises with the host, so Step and Tree passes can be captured
 // into graphs (CudaBackend::launch_pass).
+#include <algorithm>
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "forward/layer_program.h"
 #include "conv.cuh"
 #include "embedding.cuh"
 #include "gdn_chunk.cuh"
