@@ -241,13 +241,19 @@ struct LaunchInfo {
     size_t smem = 0;
 };
 
-// Occupancy and the raised shared-memory limit, once per (kernel, smem).
+// Occupancy once per (kernel, smem). The shared-memory limit is raised to the device's maximum, once
+// per kernel: one kernel runs with several ring depths, and a limit set for a small one would refuse
+// a larger one.
 LaunchInfo plan_launch(RingFn fn, int threads, size_t smem, int64_t RT, int cap) {
     static std::map<std::pair<void *, size_t>, int> occ;
+    static std::map<void *, bool> raised;
+    if (!raised[reinterpret_cast<void *>(fn)]) {
+        CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(g_smem_optin)));
+        raised[reinterpret_cast<void *>(fn)] = true;
+    }
     const auto key = std::make_pair(reinterpret_cast<void *>(fn), smem);
     auto it = occ.find(key);
     if (it == occ.end()) {
-        CK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
         int n = 0;
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, threads, smem));
         it = occ.emplace(key, n).first;
