@@ -152,14 +152,17 @@ __global__ void __launch_bounds__(NW * 32, 1) tc_ring_kernel(const RingParams p)
     // 4C more registers. Same values, same arithmetic. A slice's x is the same for every row tile:
     // after a tile's last stage comes stage 0 again.
     constexpr bool kPrefetchX = XPRE && NG * C <= 8;
-    float4 xnext[kPrefetchX ? C : 1];
-    const bool x_live = tok0 < p.n;
+    constexpr int kXq = kPrefetchX ? NG : 1, kXk = kPrefetchX ? C : 1;
+    float4 xnext[kXq][kXk];
     auto load_x_stage = [&](int js) {
         const int nks = js == nst - 1 ? tail : C;
 #pragma unroll
-        for (int kk = 0; kk < (kPrefetchX ? C : 1); ++kk)
-            xnext[kk] = x_live && kk < nks ? __ldg(reinterpret_cast<const float4 *>(xb + js * C * 16 + kk * 16))
-                                           : make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int q = 0; q < kXq; ++q)
+#pragma unroll
+            for (int kk = 0; kk < kXk; ++kk)
+                xnext[q][kk] = 4 * q + tok0 < p.n && kk < nks
+                                   ? __ldg(reinterpret_cast<const float4 *>(xb + q * xq + js * C * 16 + kk * 16))
+                                   : make_float4(0.f, 0.f, 0.f, 0.f);
     };
     if (kPrefetchX) load_x_stage(0);
 
@@ -177,10 +180,12 @@ __global__ void __launch_bounds__(NW * 32, 1) tc_ring_kernel(const RingParams p)
             const int nk = j == nst - 1 ? tail : C;
             const uint4 *stage = ring + size_t(slot) * C * 32 + lane;
             const float *xs = xb + j * C * 16;
-            float4 xcur[kPrefetchX ? C : 1];
+            float4 xcur[kXq][kXk];
             if (kPrefetchX) {
 #pragma unroll
-                for (int kk = 0; kk < (kPrefetchX ? C : 1); ++kk) xcur[kk] = xnext[kk];
+                for (int q = 0; q < kXq; ++q)
+#pragma unroll
+                    for (int kk = 0; kk < kXk; ++kk) xcur[q][kk] = xnext[q][kk];
                 if (j + 1 < nst) load_x_stage(j + 1);
                 else if (rt + 1 < rt_end) load_x_stage(0);
             }
@@ -192,7 +197,7 @@ __global__ void __launch_bounds__(NW * 32, 1) tc_ring_kernel(const RingParams p)
                     for (int q = 0; q < NG; ++q) {
                         if (q < ng_live) {
                             float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-                            if (kPrefetchX) v = xcur[kPrefetchX ? kk : 0];
+                            if (kPrefetchX) v = xcur[kPrefetchX ? q : 0][kPrefetchX ? kk : 0];
                             else if (4 * q + tok0 < p.n)
                                 v = __ldg(reinterpret_cast<const float4 *>(xs + q * xq + kk * 16));
                             uint32_t b[2];
