@@ -394,11 +394,13 @@ int main(int argc, char **argv) {
     // Ring bytes per CTA 32 KB (about 6 CTAs an SM) to 128 KB (one: for the 128 row tiles of o_proj
     // and down, where only the K split gives warps).
     // xpre: the same configs with x prefetched a stage ahead (more registers, at n <= 4 or 8 only).
+    // cap: fewer CTAs an SM than fit, for other splits of the row tiles over the grid (lm_head's 2000
+    // tiles over 6 x 132 CTAs give some CTAs 2 tiles and others 3); the bits do not change with it.
     std::vector<RingConfig> configs = {{4, 8, 4, 0, false}, {4, 8, 2, 0, false}, {4, 4, 4, 0, false},
                                        {8, 4, 4, 0, false}, {8, 8, 2, 0, false}, {8, 4, 2, 0, false},
                                        {16, 4, 2, 0, false}, {16, 8, 2, 0, false}, {4, 8, 4, 0, true},
                                        {4, 4, 4, 0, true},  {8, 4, 4, 0, true},  {8, 4, 2, 0, true},
-                                       {16, 4, 2, 0, true}};
+                                       {16, 4, 2, 0, true}, {4, 8, 2, 4, false}, {4, 8, 2, 5, false}};
     if (quick) configs = {{4, 8, 4, 0, false}, {8, 4, 4, 0, true}};
     const std::vector<int> check_ns = {1, 2, 3, 7, 8, 9, 16, 17, 31, 33, 64};
     const std::vector<int> time_ns = quick ? std::vector<int>{1, 16} : std::vector<int>{1, 16, 32, 64};
