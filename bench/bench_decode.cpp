@@ -36,6 +36,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/cuda/cuda_backend.h"
+#include "cuda_probe.h"
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
@@ -255,9 +256,9 @@ DecodeResult decode_timing(cuda::CudaBackend &b, int steps, int repeats) {
     const auto warm = tokens(16, b.config().vocab_size, 3);
     std::vector<float> logits(size_t(b.config().vocab_size));
     b.eval_chain(*s, warm.data(), 16, LogitsRows::Last, logits.data());
-    b.time_decode_steps(*s, 5, 8);  // warm-up: eager step, capture, a few replays
+    cuda::CudaBackendProbe::time_decode_steps(b, *s, 5, 8);  // warm-up: eager step, capture, a few replays
     std::vector<double> t;
-    for (int r = 0; r < repeats; ++r) t.push_back(b.time_decode_steps(*s, 5, steps) / steps);
+    for (int r = 0; r < repeats; ++r) t.push_back(cuda::CudaBackendProbe::time_decode_steps(b, *s, 5, steps) / steps);
     DecodeResult d;
     d.ms_step = median(t);
     d.wall_ms = decode_wall_ms_per_step(b, *s, steps, std::min(repeats, 3));
@@ -281,7 +282,7 @@ void report_model(const std::string &tag, cuda::CudaBackend &b, const ModelWeigh
     for (const Variant &v : variants) {
         CudaBackendOptions o = base;
         o.use_graph = v.graph, o.use_pdl = v.pdl;
-        b.set_options(o);
+        cuda::CudaBackendProbe::set_options(b, o);
         const DecodeResult d = decode_timing(b, steps, repeats);
         const double gbs = bytes / (d.ms_step * 1e-3) / 1e9;
         const std::string p = tag + " decode [" + v.name + "]";
@@ -290,13 +291,13 @@ void report_model(const std::string &tag, cuda::CudaBackend &b, const ModelWeigh
         add_row(p + " fraction of copy ceiling", "%.3f", gbs / ceiling_gbs, std::to_string(int(gbs)) + " GB/s");
         add_row(p + " tokens/s end-to-end", "%.1f", 1000.0 / d.wall_ms, "decode_and_sample, host round trip");
     }
-    b.set_options(base);
+    cuda::CudaBackendProbe::set_options(b, base);
     SessionLimits lim;
     lim.max_batch_tokens = 4096;
     for (int chunked = 1; chunked >= 0; --chunked) {
         CudaBackendOptions o = base;
         o.chunk_min_tokens = chunked ? 64 : (1 << 30);
-        b.set_options(o);
+        cuda::CudaBackendProbe::set_options(b, o);
         auto s = b.create_state(lim);
         const char *form = chunked ? "chunk/WY" : "recurrent";
         for (int n : {512, 4096}) {
@@ -306,7 +307,7 @@ void report_model(const std::string &tag, cuda::CudaBackend &b, const ModelWeigh
                     std::to_string(ms).substr(0, 7) + " ms");
         }
     }
-    b.set_options(base);
+    cuda::CudaBackendProbe::set_options(b, base);
 }
 
 // cuBLAS (bf16 x, N = 1) vs the custom GEMV (fp32 x in registers) per projection shape, rotating over
@@ -498,7 +499,7 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
     const CudaBackendOptions base = b.options();
     CudaBackendOptions o = base;
     o.use_graph = true, o.use_pdl = true, o.decode_trace = d;
-    b.set_options(o);
+    cuda::CudaBackendProbe::set_options(b, o);
     {
         SessionLimits lim;
         lim.max_batch_tokens = 64;
@@ -506,15 +507,15 @@ void trace_op_step(cuda::CudaBackend &b, int reps) {
         const auto warm = tokens(16, c.vocab_size, 3);
         std::vector<float> logits(size_t(c.vocab_size));
         b.eval_chain(*s, warm.data(), 16, LogitsRows::Last, logits.data());
-        b.time_decode_steps(*s, 5, 4);
+        cuda::CudaBackendProbe::time_decode_steps(b, *s, 5, 4);
         for (int r = 0; r < reps; ++r) {
             ck(cudaMemcpy(d, init.data(), n * 8, cudaMemcpyHostToDevice), "reset trace");
-            b.time_decode_steps(*s, 5, 1);
+            cuda::CudaBackendProbe::time_decode_steps(b, *s, 5, 1);
             ck(cudaMemcpy(t.data(), d, n * 8, cudaMemcpyDeviceToHost), "copy trace");
             tl.add(t);
         }
     }
-    b.set_options(base);
+    cuda::CudaBackendProbe::set_options(b, base);
     cudaFree(d);
     const char *kernels[5] = {"in_proj", "recurrent", "o_proj", "gate_up", "down"};
     std::printf("\n");

@@ -28,6 +28,7 @@
 #include "model/weights.h"
 #ifdef SPECLA_WITH_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "cuda_probe.h"
 #endif
 
 using namespace specla;
@@ -292,8 +293,8 @@ int main(int argc, char **argv) {
         for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
             be.copy_state(*base, *work);
             be.verify_tree(*work, t16.tokens.data(), t16.parents.data(), t16.size(), a, greedy_out);
-            const float sep = cb->time_recurrence_commit(*work, path4.data(), int32_t(path4.size()), false, a, reps);
-            const float fused = cb->time_recurrence_commit(*work, path4.data(), int32_t(path4.size()), true, a, reps);
+            const float sep = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, path4.data(), int32_t(path4.size()), false, a, reps);
+            const float fused = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, path4.data(), int32_t(path4.size()), true, a, reps);
             const char *an = a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY";
             std::printf("| P5 kernels: recurrence (%s) + separate commit | %.3f | | |\n", an, sep);
             std::printf("| P5 kernels: recurrence (%s) with the commit fused | %.3f | %.2fx (separate / fused) | >= 1.5x |\n",
@@ -309,7 +310,7 @@ int main(int argc, char **argv) {
         be.verify_tree(*work, chain17.tokens.data(), chain17.parents.data(), 17, TreeAlgorithm::Hybrid, greedy_out);
         const std::vector<int32_t> none;
         for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
-            const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
+            const float ms = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, none.data(), 0, true, a, reps);
             std::printf("| kernels: recurrence of a 17-node chain, all layers, %s | %.3f | | |\n",
                         a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
             row(std::string("kernels: recurrence of a 17-node chain, all layers, ") +
@@ -319,7 +320,7 @@ int main(int argc, char **argv) {
             be.copy_state(*base, *work);
             be.verify_tree(*work, c.t.tokens.data(), c.t.parents.data(), c.t.size(), TreeAlgorithm::Hybrid, greedy_out);
             for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
-                const float ms = cb->time_recurrence_commit(*work, none.data(), 0, true, a, reps);
+                const float ms = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, none.data(), 0, true, a, reps);
                 std::printf("| kernels: recurrence of %s, all layers, %s | %.3f | | |\n", c.name,
                             a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
                 row(std::string("kernels: recurrence of ") + c.name + ", all layers, " +

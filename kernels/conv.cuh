@@ -4,7 +4,7 @@
 // `n_padded` rows per head so that chunks of the WY form are contiguous; rows n..n_padded-1 are
 // zeros (tokens that leave the state unchanged). The one-token step does the conv in the in_proj
 // GEMV epilogue and the normalisation in the recurrent kernel instead.
-// CPU reference: CpuBackend::conv_and_gates (backend/cpu/cpu_backend.cpp) with cpu::l2_normalize,
+// CPU reference: CpuPassOps::conv_gates (backend/cpu/cpu_forward.cpp) with cpu::l2_normalize,
 // cpu::gdn_decay_log, cpu::gdn_beta (backend/cpu/cpu_gdn.h).
 #pragma once
 

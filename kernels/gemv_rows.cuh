@@ -254,7 +254,7 @@ __device__ __forceinline__ float inproj_gate_row(int64_t r, float y, int64_t row
 // The fused in_proj rows ([q|k|v|g|a|b]) of one token: rows < conv_channels go through the short
 // causal conv (the cache [W-1][CC], oldest first, is shifted in place: one thread per channel) and
 // SiLU; g rows pass through (through SiLU with silu_z); a rows become the log decay, b rows beta.
-// Same formulas and tap order as the CPU engine (CpuBackend::conv_and_gates, cpu::gdn_decay_log,
+// Same formulas and tap order as the CPU engine (CpuPassOps::conv_gates, cpu::gdn_decay_log,
 // cpu::gdn_beta).
 __device__ __forceinline__ float inproj_row(int64_t r, float y, float *conv_cache, const float *conv_w, int W,
                                             int64_t CC, int use_conv, int64_t row_a, int64_t row_b,

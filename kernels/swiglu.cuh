@@ -1,6 +1,6 @@
 // SwiGLU of the MLP over a block of tokens, producing the bf16 input of the down projection.
 // (The one-token step fuses it into the gate_up GEMV epilogue.) CPU reference: the ffn loop of
-// CpuBackend::forward (backend/cpu/cpu_backend.cpp) with cpu::silu (backend/cpu/cpu_ops.h).
+// CpuPassOps (backend/cpu/cpu_forward.cpp) with cpu::silu (backend/cpu/cpu_ops.h).
 #pragma once
 
 #include "launch_common.cuh"

@@ -407,7 +407,7 @@ TEST_CASE("cuda kernels: block conv + SiLU + l2 norm + gates, and the conv cache
         const auto proj = rnd.normals(size_t(n * R)), cache0 = rnd.normals(size_t((W - 1) * CC));
         const auto convw = rnd.normals(size_t(CC * W), 0.5f), A_log = rnd.normals(HV, 0.5f),
                    dt_bias = rnd.normals(HV, 0.5f);
-        // Reference, as CpuBackend::conv_and_gates computes it.
+        // Reference, as CpuPassOps::conv_gates computes it.
         std::vector<float> q_ref(size_t(H * Tp * K), 0.f), k_ref(q_ref.size(), 0.f), v_ref(size_t(HV * Tp * V), 0.f),
             g_ref(size_t(HV * Tp), 0.f), b_ref(g_ref.size(), 0.f);
         for (int t = 0; t < n; ++t) {

@@ -2,7 +2,7 @@
 # Run THERE (the GPU machine of the device tool), from the repository root:
 #   tools/device/run_on_device.sh [build|prebuilt] [tests] [bench] [memcheck] [racecheck]
 #                                 [verify] [api] [eagle] [specbench] [verifycheck] [trace]
-#                                 [floor] [experiments] [arch]
+#                                 [floor] [experiments] [arch] [baseline]
 #   (default: build tests bench memcheck racecheck)
 # Unpacks .deps/debs (see fetch_debs.sh) into a prefix under /tmp, configures and builds the CUDA
 # build (Release: the test programs and the benchmark drivers), runs the internal tests (the CUDA
@@ -29,6 +29,10 @@
 #                (per-op vs persistent ms per step, its phase timeline; persistent.log)
 #   arch         a second tree built for sm_100a only: its specla program must refuse this GPU
 #                precisely at model load (arch.log), and still generate on the CPU
+#   baseline     the commit before a change against this build, side by side in one call:
+#                bench_decode and bench_verify (GDN-1.3B and pycode shapes) built HERE at that commit
+#                and packed by tools/device/pack_baseline.sh (.deps/baseline), run interleaved with
+#                this build's (baseline.log; SPECLA_BASELINE_ROUNDS, default 2)
 # floor and experiments configure the build with -DSPECLA_BUILD_EXPERIMENTS=ON.
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
@@ -253,6 +257,42 @@ if has bench; then
     timeout "${SPECLA_BENCH_LIMIT:-300}" "$bench_bin" --model "$root/models/gdn-pycode-22m" ${SPECLA_BENCH_ARGS:-} \
         >"$OUT/bench.log" 2>&1
     note "== bench_decode: rc=$? after $(elapsed) s"
+fi
+
+if has baseline; then
+    base=/tmp/specla-baseline
+    mkdir -p "$base"
+    ok=1
+    for p in bench_decode bench_verify; do
+        if [ -e "$root/.deps/baseline/$p.xz" ]; then
+            xz -dc "$root/.deps/baseline/$p.xz" >"$base/$p" && chmod +x "$base/$p"
+        else
+            ok=0
+        fi
+    done
+    if [ $ok -eq 1 ]; then
+        {
+            cat "$root/.deps/baseline/COMMIT" 2>/dev/null
+            for round in $(seq 1 "${SPECLA_BASELINE_ROUNDS:-2}"); do
+                for side in baseline new; do
+                    dir="$base"
+                    [ "$side" = new ] && dir="$build/bench"
+                    echo "==== round $round: $side bench_decode"
+                    timeout 150 "$dir/bench_decode" --model "$root/models/gdn-pycode-22m"
+                    echo "rc=$?"
+                    echo "==== round $round: $side bench_verify gdn-1.3b"
+                    timeout 150 "$dir/bench_verify" --shape gdn-1.3b --backend cuda --reps 7
+                    echo "rc=$?"
+                    echo "==== round $round: $side bench_verify pycode"
+                    timeout 60 "$dir/bench_verify" --shape pycode --backend cuda --reps 7
+                    echo "rc=$?"
+                done
+            done
+        } >"$OUT/baseline.log" 2>&1
+        note "== baseline vs new: rc=$? after $(elapsed) s"
+    else
+        note "== baseline: no .deps/baseline/bench_decode.xz and bench_verify.xz (tools/device/pack_baseline.sh)"
+    fi
 fi
 
 sanitize() {  # tool, filter, limit, log name

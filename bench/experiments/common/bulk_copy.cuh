@@ -32,6 +32,14 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
     while (!mbar_try_wait(b, parity)) {
     }
 }
+// mbar_wait for standalone benchmarks: a phase still open after ~2^32 clocks (about 2 s) means a
+// lost copy, not a slow one, and the kernel traps (the host sees a launch failure, not a hang).
+__device__ __forceinline__ void mbar_wait_or_trap(uint64_t *b, uint32_t parity) {
+    if (mbar_try_wait(b, parity)) return;
+    const long long t0 = clock64();
+    while (!mbar_try_wait(b, parity))
+        if (clock64() - t0 > (1ll << 32)) __trap();
+}
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
 }

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "bench_json.h"
+#include "cuda_probe.h"
 #include "persistent_step.h"
 #include "util/error.h"
 
@@ -129,11 +130,11 @@ int main(int argc, char **argv) {
         prompt(b, *ps);
         prompt(b, *fs);
         experiments::PersistentStep fused(b, *fs);
-        b.time_decode_steps(*ps, 5, 8);  // warm-up: eager step, capture, a few replays
+        cuda::CudaBackendProbe::time_decode_steps(b, *ps, 5, 8);  // warm-up: eager step, capture, a few replays
         fused.time_steps(5, 8);
         std::vector<double> tp, tf;
         for (int r = 0; r < repeats; ++r) {
-            tp.push_back(b.time_decode_steps(*ps, 5, steps) / steps);
+            tp.push_back(cuda::CudaBackendProbe::time_decode_steps(b, *ps, 5, steps) / steps);
             tf.push_back(fused.time_steps(5, steps) / steps);
         }
         std::printf("== GDN-1.3B, random bf16 weights, %s: ms per decoding step (median of %d x %d steps)\n",

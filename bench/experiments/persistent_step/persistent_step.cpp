@@ -129,9 +129,9 @@ void PersistentStep::run() {
         eager_steps_ += 1;
     }
     // The step applied any pending factors and cleared the device count (the backend's run_decode
-    // and pending_consumed keep these host mirrors the same way).
-    st_.verified = false;
-    st_.pending_count = 0;
+    // keeps its CommitState the same way).
+    st_.commit.state_moved();
+    st_.commit.pending_applied();
 }
 
 int32_t PersistentStep::step(int32_t token, float *logits) {

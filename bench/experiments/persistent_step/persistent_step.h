@@ -31,7 +31,7 @@ public:
     // One decoding step of `token`, synchronously: the argmax; the logits row when `logits` is set.
     int32_t step(int32_t token, float *logits);
     // `steps` steps of `token` back to back (the state advances), milliseconds between CUDA events
-    // around them, no host synchronisation in between (as CudaBackend::time_decode_steps).
+    // around them, no host synchronisation in between (as CudaBackendProbe::time_decode_steps, bench/cuda_probe.h).
     float time_steps(int32_t token, int32_t steps);
     // Phase timestamps of the next steps ([grid][layers][kern::kDecodeTraceEvents]); null: none.
     void set_trace(unsigned long long *trace);

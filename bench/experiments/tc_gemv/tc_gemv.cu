@@ -33,60 +33,13 @@
 #include "device_common.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
-
-#define CK(x)                                                                               \
-    do {                                                                                    \
-        cudaError_t e_ = (x);                                                               \
-        if (e_ != cudaSuccess) {                                                            \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                        \
-        }                                                                                   \
-    } while (0)
+#include "fragment_order.cuh"
+#include "harness.cuh"
 
 namespace {
 
 using namespace specla::kern;
-
-// ---- weight permutation (once, at load) -----------------------------------------------------------
-// Wp[rt][kt][lane] = uint4 {W[r0+g][k0+4t..+1], W[r0+g+8][k0+4t..+1], W[r0+g][k0+4t+2..+3],
-// W[r0+g+8][k0+4t+2..+3]} (g = lane/4, t = lane%4), rows past `rows` zero.
-__global__ void permute_weights(const uint16_t *W, int64_t rows, int64_t K, uint4 *Wp) {
-    const int64_t KT = K / 16, RT = (rows + 15) / 16;
-    const int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-    if (i >= RT * KT * 32) return;
-    const int lane = int(i & 31), g = lane >> 2, t = lane & 3;
-    const int64_t kt = (i >> 5) % KT, rt = (i >> 5) / KT;
-    const int64_t r0 = rt * 16 + g, r1 = r0 + 8, k = kt * 16 + 4 * t;
-    auto pair = [&](int64_t r, int64_t c) -> uint32_t {
-        if (r >= rows) return 0u;
-        return uint32_t(W[r * K + c]) | (uint32_t(W[r * K + c + 1]) << 16);
-    };
-    Wp[i] = make_uint4(pair(r0, k), pair(r1, k), pair(r0, k + 2), pair(r1, k + 2));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo_elem, float hi_elem) {
-    uint32_t r;
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi_elem), "f"(lo_elem));
-    return r;
-}
-__device__ __forceinline__ float bf16lo_f(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float bf16hi_f(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
-
-// The B fragments of one token's 4 inputs: hi pair for k (2t, 2t+1), (2t+8, 2t+9) and the lo pairs.
-__device__ __forceinline__ void split_x(float4 v, uint32_t (&hi)[2], uint32_t (&lo)[2]) {
-    hi[0] = pack_bf16x2(v.x, v.y);
-    hi[1] = pack_bf16x2(v.z, v.w);
-    lo[0] = pack_bf16x2(v.x - bf16lo_f(hi[0]), v.y - bf16hi_f(hi[0]));
-    lo[1] = pack_bf16x2(v.z - bf16lo_f(hi[1]), v.w - bf16hi_f(hi[1]));
-}
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint4 a, const uint32_t (&b)[2]) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b[0]), "r"(b[1]));
-}
+using namespace specla::tcx;
 
 struct TcParams {
     const uint4 *wp = nullptr;  // permuted weights
@@ -332,22 +285,6 @@ cudaError_t launch_tc(const TcParams &p, int rw, cudaStream_t st) {
     if (ng <= 2) return rw == 1 ? launch_tc_ng<2, 1, 8>(p, st) : rw == 2 ? launch_tc_ng<2, 2, 4>(p, st) : launch_tc_ng<2, 4, 2>(p, st);
     if (ng <= 4) return rw == 1 ? launch_tc_ng<4, 1, 8>(p, st) : launch_tc_ng<4, 2, 4>(p, st);
     return launch_tc_ng<8, 1, 4>(p, st);
-}
-
-__global__ void fill_bf16(uint16_t *w, int64_t n, uint32_t seed, float scale) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        uint32_t h = uint32_t(i) * 2654435761u ^ seed;
-        h ^= h >> 15, h *= 2246822519u, h ^= h >> 13, h *= 3266489917u, h ^= h >> 16;
-        const float v = (float(h & 0xffffff) / float(0x1000000) * 2.f - 1.f) * scale;
-        w[i] = uint16_t(__float_as_uint(v) >> 16);
-    }
-}
-
-float bf16f(uint16_t v) {
-    uint32_t u = uint32_t(v) << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
 }
 
 struct Shape {

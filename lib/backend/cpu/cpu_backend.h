@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "forward/commit_state.h"
+#include "forward/pass.h"
 #include "memory/host_alloc.h"
 #include "util/thread_pool.h"
 
@@ -39,9 +41,8 @@ struct CpuSequenceState : SequenceState {
     // One factor set: a verification first applies the deferred path (read from these rows) and
     // only then overwrites the rows of that layer, so no second set is needed.
     CpuFactorSet factors;
-    bool verified = false;          // factors hold an uncommitted verification
-    int32_t verified_nodes = 0;
-    HostVec<int32_t> pending;       // deferred path (node indices into factors)
+    CommitState commit;             // verified -> commit -> pending (forward/commit_state.h)
+    HostVec<int32_t> pending_path;  // the deferred path's nodes (indices into factors)
     HostVec<float> tree_scratch;    // per value head: hybrid snapshots or WY workspace
 };
 
@@ -82,18 +83,11 @@ public:
     int32_t n_threads() const { return n_threads_; }
 
 private:
-    struct Pass;  // one forward pass: the nodes, their topology, what to do with the state
+    friend class CpuPassOps;  // the layer ops (cpu_forward.cpp)
 
-    // The first rows of st.h: each row's embedding, or for a drafter model fc @ concat(embedding,
-    // input feature).
-    void embed(CpuSequenceState &st, const int32_t *tokens, int32_t n, const float *features_in);
-    // The layers over st.h, then logits of the rows [logits_from, n) (none when logits is null)
-    // and output features of the rows [features_from, n) (none when features is null).
-    void forward(CpuSequenceState &st, const Pass &pass, int32_t logits_from, float *logits, int32_t features_from,
-                 float *features);
-    // Token mixer of one layer: x rows in, y rows (pre-o_proj head outputs) out.
-    void mix(CpuSequenceState &st, int layer, const Pass &pass);
-    void conv_and_gates(CpuSequenceState &st, int layer, const Pass &pass);
+    // The model's layer program over `pass` on st.h (forward/layer_program.h): outputs as
+    // CpuPassOps takes them; the deferred path is applied and cleared.
+    void run_pass(CpuSequenceState &st, const Pass &pass, float *logits, int32_t *argmax, float *features);
     void apply_pending(CpuSequenceState &st, int layer, int hv, float *S) const;
     void update_conv_cache(CpuSequenceState &st, int layer, const float *rows, int64_t row_stride,
                            const int32_t *order, int32_t n) const;

@@ -35,8 +35,7 @@ CudaSequenceState::~CudaSequenceState() {
     // Never throw from here: errors are ignored (the device may already be in a failed state).
     (void)cudaSetDevice(device);
     if (stream) (void)cudaStreamSynchronize(stream);
-    if (graph) (void)cudaGraphExecDestroy(graph);
-    clear_verify_graphs();
+    clear_graphs();
     if (cublas) (void)cublasDestroy(cublas);
     if (stream) (void)cudaStreamDestroy(stream);
     if (h_tokens) (void)cudaFreeHost(h_tokens);
@@ -50,11 +49,11 @@ CudaSequenceState::~CudaSequenceState() {
     (void)cudaGetLastError();
 }
 
-void CudaSequenceState::clear_verify_graphs() {
-    for (auto &vg : verify_graphs)
-        if (vg.exec) (void)cudaGraphExecDestroy(vg.exec);
-    verify_graphs.clear();
-    verify_seen.clear();
+void CudaSequenceState::clear_graphs() {
+    for (auto &pg : graphs)
+        if (pg.exec) (void)cudaGraphExecDestroy(pg.exec);
+    graphs.clear();
+    seen_shapes.clear();
 }
 
 CudaBackend::CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
@@ -137,8 +136,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     auto st = std::make_unique<CudaSequenceState>();
     st->device = device_;
     st->arena = arena_;
-    // A verification carries the session's pending token in front of the draft: one row more.
-    const int32_t tree_rows = std::max(limits.max_tree_nodes, 1) + 1;
+    const int32_t tree_rows = CommitState::factor_rows(limits);
     st->capacity = std::max(std::max(limits.max_batch_tokens, tree_rows), 1);
     const int32_t C = kern::kChunk;
     st->padded = (st->capacity + C - 1) / C * C;
@@ -228,8 +226,7 @@ void CudaBackend::reset_state(SequenceState &state) {
     check(cudaMemsetAsync(st.recurrent, 0, st.state_buf.bytes(), st.stream), "cudaMemsetAsync(state)");
     if (st.conv) check(cudaMemsetAsync(st.conv, 0, st.conv_buf.bytes(), st.stream), "cudaMemsetAsync(conv)");
     if (st.desc) check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "cudaMemsetAsync(pending)");
-    st.pending_count = 0;
-    st.verified = false;
+    st.commit.reset();
 }
 
 void CudaBackend::read_recurrent_state(SequenceState &state, int32_t layer, float *out) {
@@ -255,58 +252,87 @@ MemoryStats CudaBackend::memory_stats() const {
     return m;
 }
 
-void CudaBackend::ensure_graph(CudaSequenceState &st) {
-    if (st.graph || st.graph_failed || !options_.use_graph) return;
-    // Capture with PDL edges first; if the runtime refuses, without; if that fails too, stay eager.
-    const bool tries[2] = {options_.use_pdl, false};
-    for (int i = 0; i < 2; ++i) {
-        if (i == 1 && !options_.use_pdl) break;
-        cudaGraph_t g = nullptr;
+namespace {
+
+// Captured passes kept per session (launch shapes: the decoding step and the few tree shapes a
+// drafter produces), and shapes remembered as seen once.
+constexpr size_t kMaxPassGraphs = 48;
+constexpr size_t kMaxSeenShapes = 8 * kMaxPassGraphs;
+// The decoding step's launch shape (verification keys start with 1).
+const std::vector<int32_t> kStepKey = {0};
+
+}  // namespace
+
+void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassPlan plan,
+                              const std::vector<int32_t> &key) {
+    // A pass is 5-7 launches per layer: replayed from a captured graph per launch shape from the
+    // second time that shape is seen, so that the host's launch rate does not bound small models
+    // (the first run also resolves lazy per-kernel setup outside any capture). The values that
+    // change between calls of one shape (tokens, tree tables, features) travel in pinned mirrors
+    // that the pass copies in.
+    if (!options_.use_graph || key.empty()) {
+        enqueue_pass(st, pass, plan);
+        return;
+    }
+    for (const auto &pg : st.graphs)
+        if (pg.key == key) {
+            if (pg.exec) check(cudaGraphLaunch(pg.exec, st.stream), "cudaGraphLaunch");
+            else enqueue_pass(st, pass, plan);  // its capture failed: eager
+            return;
+        }
+    bool seen = false;
+    for (const auto &k : st.seen_shapes) seen = seen || k == key;
+    if (!seen || st.graphs.size() >= kMaxPassGraphs) {
+        if (!seen && st.seen_shapes.size() < kMaxSeenShapes) st.seen_shapes.push_back(key);
+        enqueue_pass(st, pass, plan);
+        return;
+    }
+    // Capture with PDL edges first; if the runtime refuses, without; if that fails too, eager.
+    cudaGraphExec_t exec = nullptr;
+    const bool pdl_first = plan.pdl;
+    for (int attempt = 0; attempt < (pdl_first ? 2 : 1) && !exec; ++attempt) {
+        plan.pdl = pdl_first && attempt == 0;
+        cudaGraph_t graph = nullptr;
         check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
         bool ok = true;
         try {
-            enqueue_decode(st, tries[i]);
+            enqueue_pass(st, pass, plan);
         } catch (const Error &) {
             ok = false;
         }
-        const cudaError_t ec = cudaStreamEndCapture(st.stream, &g);
-        if (!ok || ec != cudaSuccess || !g) {
-            (void)cudaGetLastError();
-            if (g) (void)cudaGraphDestroy(g);
-            continue;
-        }
-        cudaGraphExec_t exec = nullptr;
-        const cudaError_t ei = cudaGraphInstantiate(&exec, g, 0);
-        (void)cudaGraphDestroy(g);
-        if (ei != cudaSuccess) {
-            (void)cudaGetLastError();
-            continue;
-        }
-        st.graph = exec;
-        st.decode_mode = std::string("per-op") + (tries[i] ? ", graph+pdl" : ", graph");
-        return;
+        const cudaError_t ec = cudaStreamEndCapture(st.stream, &graph);
+        if (ok && ec == cudaSuccess && graph && cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
+        if (graph) (void)cudaGraphDestroy(graph);
+        (void)cudaGetLastError();
     }
-    st.graph_failed = true;
-    log(SPECLA_LOG_WARN, "CUDA graph capture of the decoding step failed; running it without a graph");
+    st.graphs.push_back({key, exec, exec && plan.pdl});
+    if (exec) {
+        check(cudaGraphLaunch(exec, st.stream), "cudaGraphLaunch");
+    } else {
+        log(SPECLA_LOG_WARN, "CUDA graph capture of a ", key == kStepKey ? "decoding step" : "verification pass",
+            " failed; running it without a graph");
+        plan.pdl = pdl_first;
+        enqueue_pass(st, pass, plan);
+    }
 }
 
 void CudaBackend::run_decode(CudaSequenceState &st) {
     require(!is_drafter(), SPECLA_ERR_UNSUPPORTED,
             "the CUDA decoding step (decode_and_sample) does not run drafter models: a drafter's rows need "
             "their input features (eval_chain, verify_tree)");
-    // Pending factors of a deferred commit are applied by the step's recurrent phase (either path).
-    st.verified = false;
-    // The first step runs eagerly (it also resolves lazy per-kernel setup outside any capture);
-    // from the second on, the captured graph is replayed.
-    if (st.eager_steps >= 1) ensure_graph(st);
-    if (st.graph) {
-        check(cudaGraphLaunch(st.graph, st.stream), "cudaGraphLaunch");
-    } else {
-        enqueue_decode(st, options_.use_pdl);
-        st.eager_steps += 1;
-        if (!options_.use_graph || st.graph_failed) st.decode_mode = "per-op, eager";
-    }
-    pending_consumed(st);  // the step's lm_head GEMV clears the device count
+    Pass pass;
+    pass.n = 1;
+    pass.tokens = st.h_tokens;
+    pass.logits_from = 0;
+    pass.argmax = true;
+    CudaPassPlan plan;
+    plan.form = CudaPassForm::Step;
+    plan.pdl = options_.use_pdl;
+    st.commit.state_moved();
+    launch_pass(st, pass, plan, kStepKey);
+    // The step's recurrent kernels applied a deferred commit's factors; its lm_head GEMV clears
+    // the device count.
+    st.commit.pending_applied();
 }
 
 int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
@@ -371,7 +397,7 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     stage_features(st, features.in, n);
     const int32_t vocab = config_.vocab_size;
     // One row of a target model: the decoding step (graph replay). A drafter model's rows go
-    // through the block path, one row included (its input rows are not the decoding step's).
+    // through the block form, one row included (its input rows are not the decoding step's).
     if (n == 1 && !is_drafter()) {
         st.h_tokens[0] = tokens[0];
         run_decode(st);
@@ -382,45 +408,38 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
         check(cudaStreamSynchronize(st.stream), "eval_chain");
         return;
     }
-    st.verified = false;
+    st.commit.state_moved();
+    CudaPassPlan plan;
+    plan.form = CudaPassForm::Block;
+    plan.pdl = options_.use_pdl;
+    plan.chunk = st.chunk_buffers && n >= options_.chunk_min_tokens;
+    plan.padded_rows = plan.chunk ? (n + kern::kChunk - 1) / kern::kChunk * kern::kChunk : n;
+    plan.host_logits = logits;
     // Pending factors: applied by the recurrent kernels of the block; the chunk form has no pre-pass
     // for them (a separate commit pass first).
-    if (st.pending_count > 0 && st.chunk_buffers && n >= options_.chunk_min_tokens) flush_commit(st);
+    if (st.commit.pending() > 0 && plan.chunk) flush_commit(st);
     std::memcpy(st.h_tokens, tokens, size_t(n) * 4);
-    check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream),
-          "cudaMemcpyAsync(tokens)");
-    enqueue_block(st, n, rows, logits);
+    Pass pass;
+    pass.n = n;
+    pass.tokens = st.h_tokens;
+    pass.features_in = features.in;
+    pass.logits_from = !logits || rows == LogitsRows::None ? n : rows == LogitsRows::Last ? n - 1 : 0;
+    pass.features_from = features.out ? 0 : n;
+    launch_pass(st, pass, plan, {});  // blocks are not captured
     copy_features(st, 0, n, features.out);
-    if (st.pending_count > 0) {
+    if (st.commit.pending() > 0) {
         check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-        pending_consumed(st);
+        st.commit.pending_applied();
     }
     check(cudaStreamSynchronize(st.stream), "eval_chain");
 }
 
-float CudaBackend::time_decode_steps(SequenceState &state, int32_t token, int32_t steps) {
-    CudaSequenceState &st = cast(state);
-    DeviceGuard g(device_);
-    st.h_tokens[0] = token;
-    // Make sure the graph exists before timing.
-    if (st.eager_steps == 0) run_decode(st);
-    ensure_graph(st);
-    check(cudaStreamSynchronize(st.stream), "warm-up step");
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
-    check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
-    for (int32_t i = 0; i < steps; ++i) run_decode(st);
-    check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float ms = 0.f;
-    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
-    return ms;
+std::string CudaBackend::decode_mode(SequenceState &state) const {
+    if (!options_.use_graph) return "per-op, eager";
+    for (const auto &pg : cast(state).graphs)
+        if (pg.key == kStepKey) return !pg.exec ? "per-op, eager" : pg.pdl ? "per-op, graph+pdl" : "per-op, graph";
+    return "eager";
 }
-
-std::string CudaBackend::decode_mode(SequenceState &state) const { return cast(state).decode_mode; }
 
 }  // namespace cuda
 

@@ -3,32 +3,21 @@
 // (engine/cuda_module.h); tests and benchmarks link it and include this for the options and the
 // timing hooks.
 //
-// A plain decoding step is one CUDA graph replay per sequence state: token id copied in from pinned
-// memory, embedding gather, per layer 5 kernels (in_proj GEMV with RMSNorm prologue and
-// conv/gates epilogue, recurrent step, o_proj GEMV with gated-norm prologue and residual epilogue,
-// gate_up GEMV with RMSNorm prologue and SwiGLU epilogue, down GEMV with residual epilogue), the
-// lm_head GEMV with final-norm prologue and a fused argmax, and the argmax copied out. Kernels are
-// chained with programmatic dependent launch so each one's weight stream starts under the tail of
-// the previous one. No allocation and no host synchronisation happen inside a step.
+// Every pass runs the model's layer program (forward/layer_program.h) through this backend's layer
+// ops (cuda_pass_ops.cpp), in one of three launch forms (CudaPassForm): the one-row decoding step
+// (fused GEMVs), a block of rows (cuBLAS GEMMs, chunk or recurrent form), a verification tree
+// (multi-row GEMVs in the one-row GEMV's order, hybrid or WY tree recurrence). Step and tree passes
+// are replayed from graphs captured per launch shape (launch_pass); no allocation and no host
+// synchronisation happen inside a pass.
 //
-// A block of n > 1 tokens (prefill, chains) runs the projections as cuBLAS bf16 GEMMs (fp32
-// accumulate, activations rounded to bf16), the conv/gates kernel, and the recurrence either in the
-// chunk (WY) form on tensor cores (n >= chunk_min_tokens and a supported head shape) or with the
-// state-resident recurrent kernel.
-//
-// Speculative verification (cuda_verify.cpp) runs a draft tree's n nodes through multi-row GEMVs
-// with the decoding step's fp32 arithmetic, per-node conv windows along each node's path, and the
-// recurrence as heavy-light chains (hybrid, bitwise equal to decoding each root path) or in the
-// tree-masked WY form; the argmax of every node is taken on the device, and passes are replayed
-// from captured graphs per launch shape. Commit keeps the per-node factors on the device; a
-// deferred commit is applied by the next kernel that loads each state tile (verification, the
-// decoding step's recurrent kernel through a device-side pending count, a recurrent block).
+// Commit keeps the per-node factors on the device (cuda_verify.cpp); a deferred commit is applied by
+// the next kernel that loads each state tile (verification, the decoding step's recurrent kernel
+// through a device-side pending count, a recurrent block).
 //
 // A drafter model (spec/eagle_drafter.md; create_drafter_backend) is a backend of its own whose
 // weights share the target's embeddings, final norm and output head on the device. Its rows start
-// from x0 = fc @ concat(embedding[token], input feature) instead of the embedding
-// (enqueue_rows_input), in blocks (eval_chain, one row included: it has no decoding step) and
-// verification passes.
+// from x0 = fc @ concat(embedding[token], input feature) instead of the embedding, in blocks
+// (eval_chain, one row included: it has no decoding step) and verification passes.
 #pragma once
 
 #include <cublas_v2.h>
@@ -41,6 +30,8 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/cuda_weights.h"
 #include "engine/backend.h"
+#include "forward/commit_state.h"
+#include "forward/pass.h"
 #include "launch_common.cuh"
 #include "memory/gpu_arena.h"
 #include "sampling.cuh"
@@ -133,7 +124,7 @@ struct CudaSequenceState final : SequenceState {
     ArenaBuffer verify_buf;
     float *verify_act = nullptr, *verify_beta = nullptr;  // [F][CC], [F][HV]
     unsigned long long *verify_argmax = nullptr;          // [F] packed argmax keys
-    int32_t *tree_tables = nullptr;  // parents, chains, pairs, snapshot slots, conv taps (TableLayout, cuda_verify.cpp)
+    int32_t *tree_tables = nullptr;  // parents, chains, pairs, snapshot slots, conv taps (TreeTableLayout)
     int32_t *desc = nullptr;         // pending-commit descriptor [2 + F] (launch_common.cuh)
     size_t tree_tables_count = 0;
     int32_t *h_tree_tables = nullptr, *h_desc = nullptr;  // pinned mirrors
@@ -141,25 +132,68 @@ struct CudaSequenceState final : SequenceState {
     cudaEvent_t desc_event = nullptr;         // the last descriptor upload (h_desc reusable after it)
     ArenaBuffer snap_buf;                     // hybrid branch-point states of one layer (grows)
     int32_t snap_slots = 0;
-    int32_t pending_count = 0;  // host mirror of desc[0]
     int32_t last_set = 1;       // factor set the last verification wrote
-    bool verified = false;      // the factors hold an uncommitted verification
-    int32_t verified_nodes = 0;
+    // verified -> commit -> pending (forward/commit_state.h); its pending count mirrors desc[0].
+    CommitState commit;
     std::vector<int32_t> verified_parents;  // of the last verified tree (benchmark hooks)
-    struct VerifyGraph {
-        std::vector<int32_t> key;  // launch shape (cuda_verify.cpp)
-        cudaGraphExec_t exec;      // null: capture failed, run eagerly
+
+    // Captured passes (CudaBackend::launch_pass), keyed by launch shape: a shape is run eagerly the
+    // first time it is seen and captured the second time.
+    struct PassGraph {
+        std::vector<int32_t> key;
+        cudaGraphExec_t exec;  // null: capture failed, run eagerly
+        bool pdl;              // captured with programmatic dependent launch edges
     };
-    std::vector<VerifyGraph> verify_graphs;
-    std::vector<std::vector<int32_t>> verify_seen;  // shapes run once (captured the second time)
-    void clear_verify_graphs();
+    std::vector<PassGraph> graphs;
+    std::vector<std::vector<int32_t>> seen_shapes;
+    void clear_graphs();
 
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
-    cudaGraphExec_t graph = nullptr;
-    std::string decode_mode = "eager";  // "per-op" + ", graph+pdl" / ", graph" / ", eager"
-    int64_t eager_steps = 0;
-    bool graph_failed = false;
+};
+
+// The device tables of a verification tree inside CudaSequenceState::tree_tables (F = factor rows,
+// W = conv size): parents, conv taps per node, chain nodes and (start, length, snapshot slot) per
+// chain, snapshot slot per node, ancestor-pair offsets (WY).
+struct TreeTableLayout {
+    size_t parents, taps, chain_nodes, chain_info, snap, pair_off, total;
+    TreeTableLayout(int32_t F, int32_t W) {
+        const size_t f = size_t(F), w = size_t(W > 1 ? W - 1 : 1);
+        parents = 0;
+        taps = parents + f;
+        chain_nodes = taps + f * w;
+        chain_info = chain_nodes + f;
+        snap = chain_info + 3 * f;
+        pair_off = snap + f;
+        total = pair_off + f + 1;
+    }
+};
+
+// A verification tree's launch plan (CudaBackend::prepare_tree): the schedule and its waves.
+struct TreeLaunch {
+    int32_t n = 0;
+    bool wy = false;
+    int32_t n_pairs = 0;
+    int32_t root_chains = 0;
+    std::vector<std::pair<int32_t, int32_t>> waves;  // (first chain, chains) in wave order
+    std::vector<int32_t> wave_max_len;              // longest chain of each wave
+    int32_t n_snapshots = 0;
+};
+
+// How a pass is launched (cuda_pass_ops.cpp states each form's kernels).
+enum class CudaPassForm { Step, Block, Tree };
+
+struct CudaPassPlan {
+    CudaPassForm form = CudaPassForm::Block;
+    bool pdl = true;                   // programmatic dependent launch between kernels
+    // Tree: the launch plan and the factor set the pass writes (the pending path is in the other).
+    const TreeLaunch *tree = nullptr;
+    int32_t set = 0;
+    // Block: rows padded to whole chunks, whether the chunk (WY) form runs, and where the logits
+    // the pass asks for go (host).
+    int32_t padded_rows = 0;
+    bool chunk = false;
+    float *host_logits = nullptr;
 };
 
 class CudaBackend final : public Backend {
@@ -196,25 +230,13 @@ public:
 
     // The schedule TreeAlgorithm::Auto picks for a tree (cuda_verify.cpp states the rule).
     TreeAlgorithm auto_algorithm(const int32_t *parents, int32_t n) const;
-    // Kernel-level timing (benchmarks) of one speculative step's state work over the last verified
-    // tree, whose mixer inputs are reused: the recurrence of every layer plus the commit of `path`
-    // (node indices of that tree), either fused into the recurrence (deferred) or as a separate
-    // pass before it. Device milliseconds per step (median of `reps`); the state's values change.
-    float time_recurrence_commit(SequenceState &state, const int32_t *path, int32_t n_path, bool deferred,
-                                 TreeAlgorithm algorithm, int32_t reps);
 
     // ---- for tests and benchmarks ----
     int32_t device() const { return device_; }
     int32_t sm_count() const { return sm_count_; }
     const cuda::DeviceWeights &device_weights() const { return *weights_; }
     const CudaBackendOptions &options() const { return options_; }
-    // Changes the options for states created afterwards and for later calls (benchmarks compare
-    // variants on one copy of the weights); not thread-safe with concurrent calls.
-    void set_options(const CudaBackendOptions &o) { options_ = o; }
     kern::LaunchCtx launch_ctx(cudaStream_t stream) const;
-    // Replays `steps` decoding steps of `token` (state advances) and returns the milliseconds
-    // between CUDA events around them, with no host synchronisation between steps.
-    float time_decode_steps(SequenceState &state, int32_t token, int32_t steps);
     std::string decode_mode(SequenceState &state) const;
     // The factors of the deferred commit pending in `st` for one layer (applied by the next pass's
     // recurrent kernels while the device count is > 0), for a decoding step run outside the
@@ -222,6 +244,9 @@ public:
     kern::PendingFactors pending_of(const CudaSequenceState &st, int layer) const;
 
 private:
+    friend class CudaPassOps;       // the layer ops (cuda_pass_ops.cpp)
+    friend struct CudaBackendProbe;  // benchmark-only timing hooks (bench/cuda_probe.h, not in the library)
+
     // `head`: a drafter model's shared embeddings, final norm and output head (create_drafter_backend).
     CudaBackend(const ModelConfig &config, const ModelWeights &weights, int32_t device,
                 const CudaBackendOptions &options, std::shared_ptr<const DeviceWeights> head);
@@ -229,30 +254,21 @@ private:
     // Drafter models: checks that input features come exactly with a drafter model and copies
     // them (n x D, host) into st.h_features for the pass about to be enqueued.
     void stage_features(CudaSequenceState &st, const float *features_in, int32_t n);
-    // Enqueue the pass's input rows st.h[0, n) from the tokens in st.d_tokens: the embedding
-    // gather, or for a drafter model fc @ concat(embedding, staged feature). Optionally resets the
-    // argmax slot of the pass's logits epilogue. Its first operation follows a copy (no PDL edge).
-    void enqueue_rows_input(CudaSequenceState &st, int32_t n, unsigned long long *argmax_reset);
-    // Enqueue one decoding step (reads the token from st.d_tokens after copying h_tokens[0]).
-    void enqueue_decode(CudaSequenceState &st, bool pdl);
-    void ensure_graph(CudaSequenceState &st);
+    // Enqueue the model's layer program over `pass` (inputs already in the pinned mirrors).
+    void enqueue_pass(CudaSequenceState &st, const Pass &pass, const CudaPassPlan &plan);
+    // Launch a pass: replayed from the graph captured for its launch shape `key`, captured now
+    // when the shape is seen the second time, else enqueued (an empty key: never captured).
+    void launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassPlan plan, const std::vector<int32_t> &key);
+    // One plain decoding step of the token in st.h_tokens[0].
     void run_decode(CudaSequenceState &st);
-    // Enqueue a block of n > 1 tokens already in st.d_tokens.
-    void enqueue_block(CudaSequenceState &st, int32_t n, LogitsRows rows, float *logits);
-    void mix_block(CudaSequenceState &st, int layer, int32_t n);
     // Enqueue the copy of the residual rows [from, n) (RowFeatures::out) to host memory.
     void copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out);
-    void gemm_bf16(CudaSequenceState &st, const uint16_t *w, int64_t rows, int64_t cols, const uint16_t *x,
-                   int32_t n, float *y, float beta);
     // Speculative verification (cuda_verify.cpp).
     void init_verify(CudaSequenceState &st, const SessionLimits &limits);
-    // The decoding step / a block consumed the pending factors inside its recurrent kernels.
-    void pending_consumed(CudaSequenceState &st);
-    struct TreeLaunch;
     void prepare_tree(CudaSequenceState &st, const int32_t *parents, int32_t n, TreeAlgorithm algorithm,
                       TreeLaunch &tl);
-    void enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set);
-    void enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, int set);
+    void enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set,
+                            const kern::LaunchCtx &ctx);
 
     ModelConfig config_;
     int32_t device_ = 0;

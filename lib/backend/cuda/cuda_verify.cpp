@@ -35,34 +35,7 @@ namespace {
 // plain greedy output token for token), so Auto keeps it for every tree a drafter of this project
 // builds (a pending token + at most 8 levels: at most 9 waves); see auto_algorithm().
 constexpr int32_t kAutoMaxHybridWaves = 16;
-// Captured verification passes kept per session (launch shapes; a drafter produces few).
-constexpr size_t kMaxVerifyGraphs = 48;
-
-struct TableLayout {
-    size_t parents, taps, chain_nodes, chain_info, snap, pair_off, total;
-    TableLayout(int32_t F, int32_t W) {
-        const size_t f = size_t(F), w = size_t(std::max(W - 1, 1));
-        parents = 0;
-        taps = parents + f;
-        chain_nodes = taps + f * w;
-        chain_info = chain_nodes + f;
-        snap = chain_info + 3 * f;
-        pair_off = snap + f;
-        total = pair_off + f + 1;
-    }
-};
-
 }  // namespace
-
-struct CudaBackend::TreeLaunch {
-    int32_t n = 0;
-    bool wy = false;
-    int32_t n_pairs = 0;
-    int32_t root_chains = 0;
-    std::vector<std::pair<int32_t, int32_t>> waves;  // (first chain, chains) in wave order
-    std::vector<int32_t> wave_max_len;              // longest chain of each wave
-    int32_t n_snapshots = 0;
-};
 
 void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits) {
     const ModelConfig &c = config_;
@@ -83,7 +56,7 @@ void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits
     st.factor_residuals = b + 2 * keys_n + 2 * decays_n;
     st.factor_preconv = conv ? st.factor_residuals + residuals_n : nullptr;
 
-    const TableLayout tl(int32_t(F), c.conv_size);
+    const TreeTableLayout tl(int32_t(F), c.conv_size);
     st.tree_tables_count = tl.total;
     const size_t act = al(F * CC), beta = al(F * HV), keys = al(F * 2), ints = al(tl.total), desc = al(2 + F);
     st.verify_buf = ArenaBuffer(*arena_, (act + beta + keys + ints + desc) * 4, "verification scratch");
@@ -113,12 +86,6 @@ kern::PendingFactors CudaBackend::pending_of(const CudaSequenceState &st, int la
     return pf;
 }
 
-void CudaBackend::pending_consumed(CudaSequenceState &st) {
-    // The kernels that applied the factors leave the count to be cleared: the decoding step does it
-    // in its lm_head GEMV, other passes here (stream-ordered, not captured).
-    st.pending_count = 0;
-}
-
 TreeAlgorithm CudaBackend::auto_algorithm(const int32_t *parents, int32_t n) const {
     // Rule, from bench_verify on the H200 (recurrence of all layers, device time): hybrid is 1.6-2.3x
     // faster than WY on chains and deep thin trees (1-2 waves: 17-node chain 0.63 vs 1.42 ms,
@@ -136,7 +103,7 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
                                TreeLaunch &tl) {
     const ModelConfig &c = config_;
     const int32_t F = st.factor_rows, W = c.conv_size;
-    const TableLayout lay(F, W);
+    const TreeTableLayout lay(F, W);
     int32_t *h = st.h_tree_tables;
     tl = TreeLaunch();
     tl.n = n;
@@ -199,15 +166,15 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
         st.snap_buf = ArenaBuffer(*arena_, size_t(tl.n_snapshots) * size_t(c.recurrent_state_floats_per_layer()) * 4,
                                   "hybrid branch-point states");
         st.snap_slots = tl.n_snapshots;
-        st.clear_verify_graphs();  // they hold the old snapshot address
+        st.clear_graphs();  // they hold the old snapshot address
     }
 }
 
-void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set) {
+void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const TreeLaunch &tl, int set,
+                                     const kern::LaunchCtx &ctx) {
     const ModelConfig &c = config_;
     const size_t F = size_t(st.factor_rows), l = size_t(layer);
-    const TableLayout lay(st.factor_rows, c.conv_size);
-    const kern::LaunchCtx ctx = launch_ctx(st.stream);
+    const TreeTableLayout lay(st.factor_rows, c.conv_size);
     kern::TreeRecurrenceParams rp;
     rp.n = tl.n, rp.H = c.num_heads, rp.HV = c.num_v_heads, rp.K = c.head_k_dim, rp.V = c.head_v_dim;
     rp.q_scale = 1.f / std::sqrt(float(c.head_k_dim));
@@ -231,78 +198,6 @@ void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const Tre
     }
 }
 
-// One verification pass, stream-ordered and capturable: inputs from the pinned host mirrors
-// (tokens, tree tables), every layer, the argmax keys back to pinned memory.
-void CudaBackend::enqueue_verify(CudaSequenceState &st, const TreeLaunch &tl, int set) {
-    const ModelConfig &c = config_;
-    const InProjLayout lay(c);
-    const int64_t D = c.hidden_size, VD = c.value_dim(), I = c.intermediate_size, vocab = c.vocab_size;
-    const int64_t R = lay.rows, CC = c.conv_channels(), HV = c.num_v_heads;
-    const size_t F = size_t(st.factor_rows);
-    const int32_t n = tl.n;
-    check(cudaMemcpyAsync(st.d_tokens, st.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st.stream), "copy tokens");
-    check(cudaMemcpyAsync(st.tree_tables, st.h_tree_tables, st.tree_tables_count * 4, cudaMemcpyHostToDevice, st.stream),
-          "copy tree tables");
-    check(cudaMemsetAsync(st.verify_argmax, 0, size_t(n) * 8, st.stream), "reset argmax");
-    kern::LaunchCtx ctx = launch_ctx(st.stream);
-    enqueue_rows_input(st, n, nullptr);
-    const TableLayout tab(st.factor_rows, c.conv_size);
-
-    for (int l = 0; l < c.num_layers; ++l) {
-        const DeviceLayer &w = weights_->layers[size_t(l)];
-        const size_t lf = size_t(l) * F;
-        kern::GemvMultiParams in;
-        in.g.w = w.in_proj, in.g.rows = R, in.g.cols = D;
-        in.g.pro = kern::GemvPrologue::RmsNorm, in.g.x = st.h, in.g.norm_w = w.attn_norm, in.g.eps = c.norm_eps;
-        in.g.epi = kern::GemvEpilogue::Store, in.g.out = st.proj;
-        in.n = n, in.x_ld = D, in.out_ld = R;
-        check(kern::launch_gemv_multi(in, ctx), "in_proj (verify)");
-        kern::VerifyConvParams cp;
-        cp.n = n, cp.proj = st.proj, cp.R = R, cp.CC = CC, cp.row_a = lay.a, cp.row_b = lay.b;
-        cp.taps = st.tree_tables + tab.taps;
-        cp.conv_cache = st.conv ? st.conv + size_t(l) * size_t(c.conv_cache_floats_per_layer()) : nullptr;
-        cp.conv_w = w.conv, cp.W = c.conv_size, cp.use_short_conv = c.use_short_conv ? 1 : 0;
-        cp.HV = int32_t(HV), cp.A_log = w.A_log, cp.dt_bias = w.dt_bias;
-        cp.beta_scale = c.allow_neg_eigval ? 2.f : 1.f;
-        cp.act = st.verify_act, cp.g = st.factor_log_decays[set] + lf * size_t(HV), cp.beta = st.verify_beta;
-        cp.pre = st.factor_preconv ? st.factor_preconv + lf * size_t(CC) : nullptr;
-        check(kern::launch_verify_conv(cp, ctx), "conv + gates (verify)");
-
-        enqueue_tree_layer(st, l, tl, set);
-
-        kern::GemvMultiParams op;
-        op.g.w = w.o_proj, op.g.rows = D, op.g.cols = VD;
-        op.g.pro = kern::GemvPrologue::HeadNorm, op.g.x = st.o, op.g.norm_w = w.o_norm, op.g.eps = c.norm_eps;
-        op.g.z = c.use_gate ? st.proj + lay.g : nullptr, op.g.head_dim = c.head_v_dim, op.g.use_gate = c.use_gate;
-        op.g.epi = kern::GemvEpilogue::Add, op.g.out = st.h;
-        op.n = n, op.x_ld = VD, op.z_ld = R, op.out_ld = D;
-        check(kern::launch_gemv_multi(op, ctx), "o_proj (verify)");
-
-        kern::GemvMultiParams gu;
-        gu.g.w = w.gate_up, gu.g.rows = 2 * I, gu.g.cols = D;
-        gu.g.pro = kern::GemvPrologue::RmsNorm, gu.g.x = st.h, gu.g.norm_w = w.mlp_norm, gu.g.eps = c.norm_eps;
-        gu.g.epi = kern::GemvEpilogue::SwiGLU, gu.g.out = st.gu;
-        gu.n = n, gu.x_ld = D, gu.out_ld = I;
-        check(kern::launch_gemv_multi(gu, ctx), "gate_up (verify)");
-
-        kern::GemvMultiParams dn;
-        dn.g.w = w.down, dn.g.rows = D, dn.g.cols = I;
-        dn.g.pro = kern::GemvPrologue::None, dn.g.x = st.gu;
-        dn.g.epi = kern::GemvEpilogue::Add, dn.g.out = st.h;
-        dn.n = n, dn.x_ld = I, dn.out_ld = D;
-        check(kern::launch_gemv_multi(dn, ctx), "down (verify)");
-    }
-    kern::GemvMultiParams lm;
-    lm.g.w = weights_->lm_head, lm.g.rows = vocab, lm.g.cols = D;
-    lm.g.pro = kern::GemvPrologue::RmsNorm, lm.g.x = st.h, lm.g.norm_w = weights_->final_norm, lm.g.eps = c.norm_eps;
-    lm.g.epi = kern::GemvEpilogue::Logits, lm.g.out = st.logits, lm.g.argmax = st.verify_argmax;
-    lm.n = n, lm.x_ld = D, lm.out_ld = vocab;
-    check(kern::launch_gemv_multi(lm, ctx), "lm_head (verify)");
-    // The pending factors (if any) have been applied by every layer: clear the count.
-    check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-    check(cudaMemcpyAsync(st.h_verify_argmax, st.verify_argmax, size_t(n) * 8, cudaMemcpyDeviceToHost, st.stream), "copy argmax");
-}
-
 void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
                               TreeAlgorithm algorithm, const VerifyOutputs &out) {
     CudaSequenceState &st = cast(state);
@@ -314,61 +209,39 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     const int32_t first = out.first_row;
     DeviceGuard g(device_);
     stage_features(st, out.features.in, n);
-    st.verified = false;
+    st.commit.state_moved();
 
     TreeLaunch tl;
     prepare_tree(st, parents, n, algorithm, tl);
     // Several chains starting from the committed state would race on writing back the tile with
     // the pending factors applied: apply them in a separate pass first (never the case for a
     // session's trees, whose pending token is the single root).
-    if (st.pending_count > 0 && !tl.wy && tl.root_chains > 1) flush_commit(st);
+    if (st.commit.pending() > 0 && !tl.wy && tl.root_chains > 1) flush_commit(st);
     const int set = 1 - st.last_set;  // the pending path (if any) is in last_set
     std::memcpy(st.h_tokens, tokens, size_t(n) * 4);
 
-    // A pass is ~7 launches per layer: replayed from a captured graph per launch shape (node count,
-    // factor set, schedule) from the second time that shape is seen, so that the host's launch rate
-    // does not bound small models. The tree itself travels in the copied tables.
-    std::vector<int32_t> key = {n, set, tl.wy ? 1 : 0, tl.n_pairs, int32_t(st.snap_slots)};
+    Pass pass;
+    pass.n = n;
+    pass.tokens = st.h_tokens;
+    pass.topology = PassTopology::Tree;
+    pass.parents = parents;
+    pass.algorithm = tl.wy ? TreeAlgorithm::ParallelWY : TreeAlgorithm::Hybrid;
+    pass.features_in = out.features.in;
+    pass.logits_from = first;
+    pass.argmax = true;
+    pass.features_from = out.features.out ? first : n;
+    CudaPassPlan plan;
+    plan.form = CudaPassForm::Tree;
+    plan.pdl = options_.use_pdl;
+    plan.tree = &tl;
+    plan.set = set;
+    // The launch shape: node count, factor set, schedule (the tree itself travels in the tables).
+    std::vector<int32_t> key = {1, n, set, tl.wy ? 1 : 0, tl.n_pairs, int32_t(st.snap_slots)};
     if (!tl.wy)
         for (size_t i = 0; i < tl.waves.size(); ++i)
             key.push_back(tl.waves[i].first), key.push_back(tl.waves[i].second), key.push_back(tl.wave_max_len[i]);
-    cudaGraphExec_t exec = nullptr;
-    bool seen = false;
-    for (auto &vg : st.verify_graphs)
-        if (vg.key == key) {
-            exec = vg.exec, seen = true;
-            break;
-        }
-    if (!exec && seen) {
-        // Known shape whose capture failed: eager.
-    } else if (!exec && options_.use_graph && st.verify_graphs.size() < kMaxVerifyGraphs) {
-        bool first_time = true;
-        for (const auto &k : st.verify_seen)
-            if (k == key) first_time = false;
-        if (first_time) {
-            if (st.verify_seen.size() < 8 * kMaxVerifyGraphs) st.verify_seen.push_back(key);
-        } else {
-            cudaGraph_t graph = nullptr;
-            check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
-            bool ok = true;
-            try {
-                enqueue_verify(st, tl, set);
-            } catch (const Error &) {
-                ok = false;
-            }
-            const cudaError_t ec = cudaStreamEndCapture(st.stream, &graph);
-            if (ok && ec == cudaSuccess && graph) {
-                if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) exec = nullptr;
-            }
-            if (graph) (void)cudaGraphDestroy(graph);
-            (void)cudaGetLastError();
-            st.verify_graphs.push_back({key, exec});
-            if (!exec) log(SPECLA_LOG_WARN, "CUDA graph capture of a verification pass failed; running it eagerly");
-        }
-    }
-    if (exec) check(cudaGraphLaunch(exec, st.stream), "cudaGraphLaunch(verify)");
-    else enqueue_verify(st, tl, set);
-    pending_consumed(st);
+    launch_pass(st, pass, plan, key);
+    st.commit.pending_applied();  // every layer applied the pending factors; the pass cleared the count
     if (out.logits)
         check(cudaMemcpyAsync(out.logits, st.logits + size_t(first) * size_t(vocab), size_t(n - first) * size_t(vocab) * 4,
                               cudaMemcpyDeviceToHost, st.stream),
@@ -378,19 +251,13 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     if (out.argmax)
         for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_verify_argmax[t]);
     st.last_set = set;
-    st.verified = true;
-    st.verified_nodes = n;
+    st.commit.verified(n);
     st.verified_parents.assign(parents, parents + n);
 }
 
 void CudaBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) {
     CudaSequenceState &st = cast(state);
-    require(st.verified, SPECLA_ERR_STATE, "no verified tree to commit from");
-    for (int32_t i = 0; i < n; ++i)
-        require(nodes[i] >= 0 && nodes[i] < st.verified_nodes, SPECLA_ERR_INTERNAL, "commit_path: node ", nodes[i],
-                " is not in the verified tree");
-    require(st.pending_count == 0, SPECLA_ERR_INTERNAL, "commit_path: an earlier commit is still pending");
-    st.verified = false;
+    st.commit.begin_commit(nodes, n);
     if (n <= 0) return;
     const ModelConfig &c = config_;
     DeviceGuard g(device_);
@@ -400,7 +267,6 @@ void CudaBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_
     std::memcpy(st.h_desc + 2, nodes, size_t(n) * 4);
     check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n + 2) * 4, cudaMemcpyHostToDevice, st.stream), "copy path");
     check(cudaEventRecord(st.desc_event, st.stream), "cudaEventRecord");
-    st.pending_count = n;
     if (st.factor_preconv && st.conv) {
         kern::ConvCommitParams cp;
         cp.L = c.num_layers, cp.W = c.conv_size, cp.CC = c.conv_channels();
@@ -416,7 +282,7 @@ void CudaBackend::commit_path(SequenceState &state, const int32_t *nodes, int32_
 
 void CudaBackend::flush_commit(SequenceState &state) {
     CudaSequenceState &st = cast(state);
-    if (st.pending_count <= 0) return;
+    if (st.commit.pending() <= 0) return;
     const ModelConfig &c = config_;
     DeviceGuard g(device_);
     kern::ApplyPendingParams ap;
@@ -429,7 +295,7 @@ void CudaBackend::flush_commit(SequenceState &state) {
     ctx.pdl = false;
     check(kern::launch_apply_pending(ap, ctx), "commit (apply factors)");
     check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-    st.pending_count = 0;
+    st.commit.pending_applied();
 }
 
 void CudaBackend::copy_state(SequenceState &from, SequenceState &to) {
@@ -442,8 +308,7 @@ void CudaBackend::copy_state(SequenceState &from, SequenceState &to) {
     if (a.conv) check(cudaMemcpyAsync(b.conv, a.conv, a.conv_buf.bytes(), cudaMemcpyDeviceToDevice, a.stream), "copy conv");
     check(cudaMemsetAsync(b.desc, 0, 4, a.stream), "clear pending");
     check(cudaStreamSynchronize(a.stream), "copy_state");
-    b.pending_count = 0;
-    b.verified = false;
+    b.commit.reset();
 }
 
 void CudaBackend::export_state(SequenceState &state, float *recurrent, float *conv) {
@@ -471,8 +336,7 @@ void CudaBackend::import_state(SequenceState &state, const float *recurrent, con
     check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
     // The caller's buffers are pageable and may be freed on return: wait for the copies.
     check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize(import state)");
-    st.pending_count = 0;
-    st.verified = false;
+    st.commit.reset();
 }
 
 SessionMemory CudaBackend::session_memory(const SequenceState &state) const {
@@ -495,49 +359,6 @@ void CudaBackend::synchronize(SequenceState &state) {
     CudaSequenceState &st = cast(state);
     DeviceGuard g(device_);
     check(cudaStreamSynchronize(st.stream), "cudaStreamSynchronize");
-}
-
-float CudaBackend::time_recurrence_commit(SequenceState &state, const int32_t *path, int32_t n_path, bool deferred,
-                                          TreeAlgorithm algorithm, int32_t reps) {
-    CudaSequenceState &st = cast(state);
-    require(!st.verified_parents.empty(), SPECLA_ERR_STATE, "time_recurrence_commit needs a verified tree");
-    DeviceGuard g(device_);
-    const int32_t n = int32_t(st.verified_parents.size());
-    flush_commit(st);
-    TreeLaunch tl;
-    prepare_tree(st, st.verified_parents.data(), n, algorithm, tl);
-    check(cudaMemcpyAsync(st.tree_tables, st.h_tree_tables, st.tree_tables_count * 4, cudaMemcpyHostToDevice, st.stream), "tables");
-    check(cudaEventSynchronize(st.desc_event), "cudaEventSynchronize");
-    st.h_desc[0] = n_path;
-    st.h_desc[1] = st.last_set;
-    if (n_path > 0) std::memcpy(st.h_desc + 2, path, size_t(n_path) * 4);
-    const int set = 1 - st.last_set;
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
-    std::vector<float> times;
-    const ModelConfig &c = config_;
-    for (int32_t r = 0; r <= reps; ++r) {
-        // The path becomes pending (descriptor upload, outside the timed region).
-        check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n_path + 2) * 4, cudaMemcpyHostToDevice, st.stream), "path");
-        st.pending_count = n_path;
-        check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
-        // Several chains from the committed state cannot take the fused commit (see verify_tree).
-        if (!deferred || (!tl.wy && tl.root_chains > 1)) flush_commit(st);
-        for (int l = 0; l < c.num_layers; ++l) enqueue_tree_layer(st, l, tl, set);
-        check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
-        check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-        st.pending_count = 0;
-        check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-        float ms = 0.f;
-        check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-        if (r) times.push_back(ms);  // the first is a warm-up
-    }
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
-    st.verified = false;
-    std::sort(times.begin(), times.end());
-    return times.empty() ? 0.f : times[times.size() / 2];
 }
 
 }  // namespace cuda
