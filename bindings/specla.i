@@ -14,8 +14,8 @@
  *    specla_spec_params.generate). A GenerateParams or SpecParams of the bindings owns what it
  *    points to: one allocation holds the struct and its nested structs, the getters return views
  *    into it and the setters copy into it, so the languages handle them as values. A sampling
- *    struct of the bindings owns its logit bias entries the same way (freed with it, copied by
- *    the setters); stop strings are interned instead (see each section for why).
+ *    struct of the bindings owns its logit bias entries and a GenerateParams its stop strings the
+ *    same way (freed with it, copied by the setters).
  *  - Info structs (and the step of a generation) are allocated with their struct_size set.
  *  - Log messages reach each language through a trampoline in its own .swg (Go: log.go), not
  *    through SWIG: see there for why.
@@ -620,58 +620,56 @@ static void specla_binding_close_generation(specla_binding_generation *gen) {
 
 %{
 /* ---- Stop strings -----------------------------------------------------------------------------
- * The parameter structs are plain C values that the languages copy member by member (Java and C#
- * SpecParams.setGenerate copies a GenerateParams; views alias their parent), so a stop-string
- * array owned by one struct could be freed while a copy still points at it. Sets are therefore
- * interned: one immutable copy per distinct list, shared by every struct that uses it and kept for
- * the life of the process. A program that builds unboundedly many distinct lists grows by their
- * size; the usual handful of fixed lists costs nothing more than their bytes. */
-typedef struct specla_binding_stop_set {
-    struct specla_binding_stop_set *next;
-    size_t n_strings;
-    size_t n_bytes;
-    const char **strings; /* points into bytes */
-    char *bytes;          /* the strings, each NUL-terminated, back to back */
-} specla_binding_stop_set;
+ * Each GenerateParams of the bindings owns its stop strings, as each sampling struct owns its logit
+ * bias entries (below, which says why ownership can be tied to the struct): one allocation, the
+ * pointer array followed by the strings, freed with the struct or when replaced. Every copy of a
+ * GenerateParams a language can make is made in this file (SpecParams.setGenerate, through
+ * specla_spec_params_owned_generate_set), which copies the strings too; a view
+ * (SpecParams.getGenerate) aliases its parent's, as it aliases the rest of its parent. The library
+ * copies the strings when a generation starts, so a generation never depends on them, and a server
+ * building a stop list per request frees each with its params. */
 
-static specla_binding_stop_set *specla_binding_stop_sets = NULL;
-static atomic_flag specla_binding_stop_sets_lock = ATOMIC_FLAG_INIT;
+/* One allocation holding `n_strings` pointers and then the strings they point to, copied from
+ * `packed` (n_bytes bytes, each string NUL-terminated); NULL when out of memory (recorded). */
+static const char **specla_binding_stop_block(const char *packed, size_t n_bytes, size_t n_strings) {
+    char **strings = specla_binding_alloc(1, n_strings * sizeof(char *) + n_bytes);
+    if (!strings) return NULL;
+    char *bytes = (char *)(strings + n_strings);
+    memcpy(bytes, packed, n_bytes);
+    for (size_t i = 0, at = 0; i < n_strings; ++i) {
+        strings[i] = bytes + at;
+        at += strlen(bytes + at) + 1;
+    }
+    return (const char **)strings;
+}
 
-/* The interned set of `n_strings` NUL-terminated strings packed in `packed` (n_bytes bytes, the
- * last one NUL); NULL with a recorded failure when the packing does not hold n_strings strings. */
-static const specla_binding_stop_set *specla_binding_intern_stop_set(const char *packed, size_t n_bytes,
-                                                                    size_t n_strings) {
-    size_t terminators = 0;
-    for (size_t i = 0; i < n_bytes; ++i) terminators += packed[i] == '\0';
-    if (terminators != n_strings || (n_bytes > 0 && packed[n_bytes - 1] != '\0')) {
-        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "a stop string contains a NUL character");
+/* A copy of params' stop strings in a block of its own (NULL for none, or when out of memory:
+ * *ok false, recorded). */
+static const char **specla_binding_copy_stop_strings(const specla_generate_params *params, bool *ok) {
+    *ok = true;
+    if (params->n_stop_strings == 0) return NULL;
+    size_t n_bytes = 0;
+    for (size_t i = 0; i < params->n_stop_strings; ++i) n_bytes += strlen(params->stop_strings[i]) + 1;
+    char *packed = specla_binding_alloc(n_bytes, 1);
+    if (!packed) {
+        *ok = false;
         return NULL;
     }
-    while (atomic_flag_test_and_set_explicit(&specla_binding_stop_sets_lock, memory_order_acquire)) {}
-    specla_binding_stop_set *set = specla_binding_stop_sets;
-    while (set && !(set->n_strings == n_strings && set->n_bytes == n_bytes &&
-                    memcmp(set->bytes, packed, n_bytes) == 0))
-        set = set->next;
-    if (!set) {
-        set = specla_binding_alloc(1, sizeof *set);
-        char *bytes = set ? specla_binding_alloc(n_bytes, 1) : NULL;
-        const char **strings = bytes ? specla_binding_alloc(n_strings, sizeof *strings) : NULL;
-        if (!strings) {
-            free(set);
-            free(bytes);
-            set = NULL;
-        } else {
-            memcpy(bytes, packed, n_bytes);
-            for (size_t i = 0, at = 0; i < n_strings; ++i) {
-                strings[i] = bytes + at;
-                at += strlen(bytes + at) + 1;
-            }
-            *set = (specla_binding_stop_set){specla_binding_stop_sets, n_strings, n_bytes, strings, bytes};
-            specla_binding_stop_sets = set;
-        }
+    for (size_t i = 0, at = 0; i < params->n_stop_strings; ++i) {
+        const size_t n = strlen(params->stop_strings[i]) + 1;
+        memcpy(packed + at, params->stop_strings[i], n);
+        at += n;
     }
-    atomic_flag_clear_explicit(&specla_binding_stop_sets_lock, memory_order_release);
-    return set;
+    const char **copy = specla_binding_stop_block(packed, n_bytes, params->n_stop_strings);
+    free(packed);
+    *ok = copy != NULL;
+    return copy;
+}
+
+static void specla_binding_free_stop_strings(specla_generate_params *params) {
+    free((void *)params->stop_strings);
+    params->stop_strings = NULL;
+    params->n_stop_strings = 0;
 }
 
 /* Sets params' stop strings from the packed list (n_strings 0: none); unchanged on failure. */
@@ -679,13 +677,20 @@ static void specla_binding_set_stop_strings(specla_generate_params *params, cons
                                             size_t n_strings) {
     specla_binding_begin(); /* Go reads the record after the call (Java and C# begin in %exception) */
     if (n_strings == 0) {
-        params->stop_strings = NULL;
-        params->n_stop_strings = 0;
+        specla_binding_free_stop_strings(params);
         return;
     }
-    const specla_binding_stop_set *set = specla_binding_intern_stop_set(packed, n_bytes, n_strings);
-    if (!set) return;
-    params->stop_strings = set->strings;
+    const char *bytes = packed;
+    size_t terminators = 0;
+    for (size_t i = 0; i < n_bytes; ++i) terminators += bytes[i] == '\0';
+    if (terminators != n_strings || (n_bytes > 0 && bytes[n_bytes - 1] != '\0')) {
+        specla_binding_fail(SPECLA_ERR_INVALID_ARGUMENT, "a stop string contains a NUL character");
+        return;
+    }
+    const char **strings = specla_binding_stop_block(bytes, n_bytes, n_strings);
+    if (!strings) return;
+    specla_binding_free_stop_strings(params);
+    params->stop_strings = strings;
     params->n_stop_strings = n_strings;
 }
 
@@ -706,9 +711,8 @@ static specla_binding_bytes specla_binding_get_stop_strings(const specla_generat
 }
 
 /* ---- Logit bias entries -------------------------------------------------------------------------
- * Unlike stop strings, each sampling struct of the bindings owns its logit bias entries: a copy,
- * freed with the struct. Interning would keep every distinct list for the life of the process,
- * and bias lists are typically built per request (a server biasing each request's own tokens).
+ * Each sampling struct of the bindings owns its logit bias entries: a copy, freed with the
+ * struct (bias lists are typically built per request: a server biasing each request's own tokens).
  * Ownership can be tied to the struct because every copy of a sampling struct a language can make
  * is made in this file (GenerateParams.setSampling, SpecParams.setGenerate), through
  * specla_binding_copy_sampling, which copies the entries too, and every sampling struct a
@@ -836,28 +840,40 @@ static specla_generate_params *specla_spec_params_owned_generate_get(specla_spec
     return (specla_generate_params *)params->generate;
 }
 
-/* Copies `value` and the sampling params it points to; the copy keeps pointing into its own block.
- * Unchanged when the logit bias entries cannot be copied (out of memory, recorded). */
+/* Copies `value`, the sampling params it points to and its stop strings; the copy keeps pointing
+ * into its own block. Unchanged when they cannot be copied (out of memory, recorded). */
 static void specla_spec_params_owned_generate_set(specla_spec_params *params, specla_generate_params *value) {
     specla_generate_params *own = (specla_generate_params *)params->generate;
     if (!value || value == own) return;
+    bool ok;
+    const char **stops = specla_binding_copy_stop_strings(value, &ok);
+    if (!ok) return;
     specla_sampling_params *own_sampling = (specla_sampling_params *)own->sampling;
     const specla_sampling_params defaults = specla_sampling_default_params();
-    if (!specla_binding_copy_sampling(own_sampling, value->sampling ? value->sampling : &defaults)) return;
+    if (!specla_binding_copy_sampling(own_sampling, value->sampling ? value->sampling : &defaults)) {
+        free((void *)stops);
+        return;
+    }
+    specla_binding_free_stop_strings(own);
     *own = *value;
     own->sampling = own_sampling;
+    own->stop_strings = stops;
 }
 
-/* The destructors of the blocks: what the sampling struct inside owns, then the block. */
+/* The destructors of the blocks: what the structs inside own (bias entries, stop strings), then
+ * the block. */
 static void specla_binding_free_generate_params(specla_generate_params *params) {
     if (!params) return;
     specla_binding_free_sampling_entries((specla_sampling_params *)params->sampling);
+    specla_binding_free_stop_strings(params);
     free(params);
 }
 
 static void specla_binding_free_spec_params(specla_spec_params *params) {
     if (!params) return;
-    specla_binding_free_sampling_entries((specla_sampling_params *)params->generate->sampling);
+    specla_generate_params *generate = (specla_generate_params *)params->generate;
+    specla_binding_free_sampling_entries((specla_sampling_params *)generate->sampling);
+    specla_binding_free_stop_strings(generate);
     free(params);
 }
 

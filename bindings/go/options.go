@@ -201,7 +201,7 @@ func (o *SamplingOptions) fill(s native.SamplingParams) error {
 }
 
 // setLogitBias hands the entries to C as two arrays of one length, which the C struct copies and
-// owns (bindings/specla.i: freed with it, unlike the interned stop strings).
+// owns (bindings/specla.i: freed with it, as its stop strings are).
 func setLogitBias(s native.SamplingParams, bias map[int32]float32) error {
 	tokens := make([]int32, 0, len(bias))
 	for token := range bias {

@@ -451,6 +451,29 @@ public final class BindingTest {
         String text = s.generateSpeculativeText(d, PROMPT, spec);
         check(!text.contains(stop) && full.startsWith(text), "speculative text with a stop string: '" + text + "'");
       }
+      // setGenerate copies the strings: the copy ignores later changes to the original and
+      // outlives it (each params struct owns its strings).
+      GenerateParams source = greedy(MAX_TOKENS);
+      source.setStopStrings(stop);
+      SpecParams copied = new SpecParams();
+      copied.setGenerate(source);
+      source.setStopStrings("something else");
+      source.delete();
+      check(copied.getGenerate().getStopStrings().equals(Arrays.asList(stop)),
+          "stop strings of the copy after the original changed and was freed: " + copied.getGenerate().getStopStrings());
+      try (Session s = new Session(model);
+          Drafter d = new Drafter(model)) {
+        String text = s.generateSpeculativeText(d, PROMPT, copied);
+        check(!text.contains(stop) && full.startsWith(text), "speculative text with a copied stop string: '" + text + "'");
+      }
+      // Many distinct per-request lists, replaced and freed with their structs: the replace and
+      // free paths of the C layer (a double free or a use after free would crash here).
+      for (int i = 0; i < 1000; ++i) {
+        GenerateParams request = greedy(MAX_TOKENS);
+        request.setStopStrings("request " + i, "and another " + i);
+        request.setStopStrings("replaced " + i);
+        request.delete();
+      }
       GenerateParams empty = greedy(MAX_TOKENS);
       empty.setStopStrings("");
       try (Session s = new Session(model)) {
