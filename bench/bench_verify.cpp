@@ -15,10 +15,12 @@
 //                [--json FILE]   (the table's rows, machine-readably: bench_json.h)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -329,6 +331,79 @@ int main(int argc, char **argv) {
         }
     }
 #endif
+
+    // P6 (drafting side): the cost of an EAGLE drafter of this shape (one GDN layer + fc, the
+    // target's embeddings, final norm and output head; random weights) as EagleDrafter runs it
+    // (spec/eagle_drafter.md): a catch-up chain over the accepted tokens with the target's features,
+    // then one pass per tree level over the rows drafted so far, whose newest level's logits and
+    // features come back to the host. Then the speedup those measured costs give with an acceptance
+    // profile that is not this shape's own (there is no trained drafter at this shape): the demo
+    // pair's (gdn-pycode-22m + its drafter on the eval prompts, <= 16 nodes: 3.03 tokens and 6.2
+    // nodes per pass; bench/journal/2026-12-02-eagle-drafter-first-measurements.md), assuming 3
+    // levels of 4 nodes drawn per pass.
+    {
+        ModelConfig dcfg = cfg;
+        dcfg.num_layers = 1;
+        ModelWeights own = random_weights(dcfg, 7, WeightType::BF16);
+        own.embeddings = Matrix();
+        own.lm_head = Matrix();
+        own.fc = random_matrix(cfg.hidden_size, 2 * int64_t(cfg.hidden_size), WeightType::BF16,
+                               std::sqrt(3.0f / float(2 * cfg.hidden_size)), 11);
+        std::unique_ptr<Backend> drafter;
+        try {
+            drafter = be.create_drafter_backend(dcfg, std::move(own));
+        } catch (const std::exception &e) {
+            std::printf("| P6 drafting cost | skipped: %s | | |\n", e.what());
+        }
+        if (drafter) {
+            const size_t D = size_t(cfg.hidden_size);
+            auto dst = drafter->create_state(lim);
+            auto dsync = [&] { drafter->synchronize(*dst); };
+            std::vector<float> feat_in(64 * D, 0.01f), feat_out(64 * D), dlogits(size_t(4) * vocab);
+            std::vector<int32_t> toks(64);
+            for (size_t i = 0; i < toks.size(); ++i) toks[i] = int32_t((i * 7919 + 5) % uint32_t(vocab));
+            RowFeatures rf;
+            rf.in = feat_in.data();
+            rf.out = feat_out.data();
+            drafter->eval_chain(*dst, toks.data(), 16, LogitsRows::None, nullptr, rf);  // some context
+            const double catchup = median_ms(reps, [&] {
+                drafter->eval_chain(*dst, toks.data(), 3, LogitsRows::Last, dlogits.data(), rf);
+            }, dsync);
+            std::printf("| P6 drafter catch-up over 3 accepted tokens | %.3f | %.2fx a step | |\n", catchup, catchup / step);
+            row("P6 drafter catch-up over 3 accepted tokens", catchup);
+            double levels_ms = 0;
+            for (int level = 1; level <= 4; ++level) {
+                // Levels of 4 nodes, each level's nodes children of one node of the level before.
+                Tree t;
+                for (int l = 0; l < level; ++l)
+                    for (int c = 0; c < 4; ++c) t.add(int32_t((l * 4 + c) * 131 % vocab), l == 0 ? -1 : (l - 1) * 4);
+                VerifyOutputs vo;
+                vo.logits = dlogits.data();
+                vo.features.in = feat_in.data();
+                vo.features.out = feat_out.data();
+                vo.first_row = t.size() - 4;
+                const double ms = median_ms(reps, [&] {
+                    drafter->verify_tree(*dst, t.tokens.data(), t.parents.data(), t.size(), TreeAlgorithm::Auto, vo);
+                }, dsync);
+                if (level <= 3) levels_ms += ms;
+                std::printf("| P6 drafter level %d pass (%d rows, 4 returned) | %.3f | %.2fx a step | |\n", level, t.size(), ms,
+                            ms / step);
+                row("P6 drafter level " + std::to_string(level) + " pass", ms);
+            }
+            Tree t7 = topk_tree(3, 3, 7, vocab);
+            be.copy_state(*base, *work);
+            const double ver7 = median_ms(reps, [&] {
+                be.verify_tree(*work, t7.tokens.data(), t7.parents.data(), t7.size(), TreeAlgorithm::Auto, greedy_out);
+            }, sync);
+            const double pass = ver7 + catchup + levels_ms, tokens = 3.03;
+            std::printf("| P6 target verification of 7 nodes | %.3f | %.2fx a step | |\n", ver7, ver7 / step);
+            std::printf("| P6 projected speedup: 3.03 tokens per %.3f ms pass (verify 7 + catch-up + 3 levels) | %.3f | %.2fx plain | >= 2.5x |\n",
+                        pass, pass, tokens * step / pass);
+            row("P6 target verification of 7 nodes", ver7);
+            row("P6 projected speedup with the demo pair's acceptance", tokens * step / pass, "ratio",
+                "target >= 2.5; acceptance profile borrowed from gdn-pycode-22m, 3 levels assumed");
+        }
+    }
 
     // P8: memory of one session prepared for 16-node trees.
     SessionLimits lim16;

@@ -213,4 +213,11 @@ ModelWeights random_weights(const ModelConfig &c, uint64_t seed, WeightType t) {
     return w;
 }
 
+Matrix random_matrix(int64_t rows, int64_t cols, WeightType type, float scale, uint64_t seed) {
+    ThreadPool pool(int(std::max(1u, std::thread::hardware_concurrency())));
+    Matrix m;
+    fill_matrix(m, rows, cols, type, scale, seed, pool);
+    return m;
+}
+
 }  // namespace specla

@@ -86,5 +86,8 @@ Matrix load_matrix(const Checkpoint &ck, const std::string &name, int64_t rows, 
 // Random weights of a given shape (benchmarks and tests): deterministic for a seed, with scales
 // that keep activations in a realistic range.
 ModelWeights random_weights(const ModelConfig &c, uint64_t seed, WeightType type);
+// One random [rows, cols] matrix, uniform in (-scale, scale), deterministic for a seed (a random
+// drafter's fc in benchmarks).
+Matrix random_matrix(int64_t rows, int64_t cols, WeightType type, float scale, uint64_t seed);
 
 }  // namespace specla
