@@ -25,7 +25,11 @@ struct CpuFactorSet {
 // Per-sequence state and the scratch of one forward pass, sized at creation so that evaluation
 // does not allocate (tree scratch grows to the largest tree seen).
 struct CpuSequenceState : SequenceState {
-    HostVec<float> recurrent;  // [L][HV][K][V]   (row i of a head's K x V block = key index i)
+    // [L][HV][K][V] (row i of a head's K x V block = key index i): the layout in which the CPU's
+    // state step vectorises over V with sums over the key index in order; reading, exporting and
+    // importing transpose to the canonical [HV][V][K] (the canonical layout here measured slower,
+    // bench/journal/2026-12-02-cpu-state-canonical-layout.md).
+    HostVec<float> recurrent;
     HostVec<float> conv;       // [L][W-1][conv_channels], oldest input first
     std::unique_ptr<ThreadPool> pool;  // this session's CPU workers
     int32_t capacity = 0;      // rows of activation scratch

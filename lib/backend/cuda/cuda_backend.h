@@ -76,7 +76,18 @@ struct CudaSequenceState final : SequenceState {
     ArenaBuffer state_buf, conv_buf, scratch_buf;
     float *recurrent = nullptr, *conv = nullptr;
 
-    // Scratch (pointers into scratch_buf).
+    // Scratch (pointers into scratch_buf), `capacity` rows each unless said:
+    //   h        residual rows [rows][D]           proj  in-projection rows [rows][q|k|v|gate|a|b]
+    //   gu       MLP rows [rows][gate|up]          o     mixer head outputs
+    //   logits   [logits_rows][vocab]              xb    bf16 activation rows (the block form's GEMMs)
+    //   q, k, v  a block's conv outputs per head, rows padded to whole chunks; gl, beta its log
+    //            decays and betas (the decoding step keeps all of these in proj)
+    // The chunk (WY) form's per-chunk matrices, named as in backend/cpu/gdn_math.md section 3:
+    //   gam      cumulative log decay inside each chunk
+    //   G, QK    K K^T and Q K^T per key head and chunk ([C][C])
+    //   Pm       (Q K^T) o M, the decay-masked scores
+    //   Tb, Tu   T diag(beta o exp(gam)) and T diag(beta), T = (I + A)^-1
+    //   W, U     Tb K and Tu V (so that the chunk's residuals are U - W S_0)
     float *h = nullptr, *proj = nullptr, *gu = nullptr, *o = nullptr, *logits = nullptr;
     uint16_t *xb = nullptr;
     float *q = nullptr, *k = nullptr, *v = nullptr, *gl = nullptr, *beta = nullptr, *gam = nullptr;
