@@ -643,25 +643,31 @@ static const char **specla_binding_stop_block(const char *packed, size_t n_bytes
     return (const char **)strings;
 }
 
+/* Params' stop strings packed the same way (each NUL-terminated), for the languages to split. */
+static specla_binding_bytes specla_binding_get_stop_strings(const specla_generate_params *params) {
+    specla_binding_bytes out = {NULL, 0};
+    size_t n_bytes = 0;
+    for (size_t i = 0; i < params->n_stop_strings; ++i) n_bytes += strlen(params->stop_strings[i]) + 1;
+    out.data = specla_binding_alloc(n_bytes, 1);
+    if (!out.data) return out;
+    for (size_t i = 0, at = 0; i < params->n_stop_strings; ++i) {
+        const size_t n = strlen(params->stop_strings[i]) + 1;
+        memcpy(out.data + at, params->stop_strings[i], n);
+        at += n;
+    }
+    out.size = n_bytes;
+    return out;
+}
+
 /* A copy of params' stop strings in a block of its own (NULL for none, or when out of memory:
  * *ok false, recorded). */
 static const char **specla_binding_copy_stop_strings(const specla_generate_params *params, bool *ok) {
     *ok = true;
     if (params->n_stop_strings == 0) return NULL;
-    size_t n_bytes = 0;
-    for (size_t i = 0; i < params->n_stop_strings; ++i) n_bytes += strlen(params->stop_strings[i]) + 1;
-    char *packed = specla_binding_alloc(n_bytes, 1);
-    if (!packed) {
-        *ok = false;
-        return NULL;
-    }
-    for (size_t i = 0, at = 0; i < params->n_stop_strings; ++i) {
-        const size_t n = strlen(params->stop_strings[i]) + 1;
-        memcpy(packed + at, params->stop_strings[i], n);
-        at += n;
-    }
-    const char **copy = specla_binding_stop_block(packed, n_bytes, params->n_stop_strings);
-    free(packed);
+    specla_binding_bytes packed = specla_binding_get_stop_strings(params);
+    const char **copy =
+        packed.data ? specla_binding_stop_block((const char *)packed.data, packed.size, params->n_stop_strings) : NULL;
+    free(packed.data);
     *ok = copy != NULL;
     return copy;
 }
@@ -692,22 +698,6 @@ static void specla_binding_set_stop_strings(specla_generate_params *params, cons
     specla_binding_free_stop_strings(params);
     params->stop_strings = strings;
     params->n_stop_strings = n_strings;
-}
-
-/* Params' stop strings packed the same way (each NUL-terminated), for the languages to split. */
-static specla_binding_bytes specla_binding_get_stop_strings(const specla_generate_params *params) {
-    specla_binding_bytes out = {NULL, 0};
-    size_t n_bytes = 0;
-    for (size_t i = 0; i < params->n_stop_strings; ++i) n_bytes += strlen(params->stop_strings[i]) + 1;
-    out.data = specla_binding_alloc(n_bytes, 1);
-    if (!out.data) return out;
-    for (size_t i = 0, at = 0; i < params->n_stop_strings; ++i) {
-        const size_t n = strlen(params->stop_strings[i]) + 1;
-        memcpy(out.data + at, params->stop_strings[i], n);
-        at += n;
-    }
-    out.size = n_bytes;
-    return out;
 }
 
 /* ---- Logit bias entries -------------------------------------------------------------------------
