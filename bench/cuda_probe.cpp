@@ -15,18 +15,9 @@ float CudaBackendProbe::time_decode_steps(CudaBackend &b, SequenceState &state, 
     b.run_decode(st);
     b.run_decode(st);
     check(cudaStreamSynchronize(st.stream), "warm-up steps");
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
-    check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
-    for (int32_t i = 0; i < steps; ++i) b.run_decode(st);
-    check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float ms = 0.f;
-    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
-    return ms;
+    return stream_elapsed_ms(st.stream, [&] {
+        for (int32_t i = 0; i < steps; ++i) b.run_decode(st);
+    });
 }
 
 float CudaBackendProbe::time_recurrence_commit(CudaBackend &b, SequenceState &state, const int32_t *path, int32_t n_path,
@@ -44,9 +35,6 @@ float CudaBackendProbe::time_recurrence_commit(CudaBackend &b, SequenceState &st
     st.h_desc[1] = st.last_set;
     if (n_path > 0) std::memcpy(st.h_desc + 2, path, size_t(n_path) * 4);
     const int set = 1 - st.last_set;
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
     std::vector<float> times;
     const ModelConfig &c = b.config_;
     for (int32_t r = 0; r <= reps; ++r) {
@@ -54,20 +42,15 @@ float CudaBackendProbe::time_recurrence_commit(CudaBackend &b, SequenceState &st
         check(cudaMemcpyAsync(st.desc, st.h_desc, size_t(n_path + 2) * 4, cudaMemcpyHostToDevice, st.stream), "path");
         st.commit.verified(n);
         st.commit.begin_commit(path, n_path);
-        check(cudaEventRecord(e0, st.stream), "cudaEventRecord");
-        // Several chains from the committed state cannot take the fused commit (see verify_tree).
-        if (!deferred || (!tl.wy && tl.root_chains > 1)) b.flush_commit(st);
-        for (int l = 0; l < c.num_layers; ++l) b.enqueue_tree_layer(st, l, tl, set, b.launch_ctx(st.stream));
-        check(cudaEventRecord(e1, st.stream), "cudaEventRecord");
+        const float ms = stream_elapsed_ms(st.stream, [&] {
+            // Several chains from the committed state cannot take the fused commit (see verify_tree).
+            if (!deferred || (!tl.wy && tl.root_chains > 1)) b.flush_commit(st);
+            for (int l = 0; l < c.num_layers; ++l) b.enqueue_tree_layer(st, l, tl, set, b.launch_ctx(st.stream));
+        });
         check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
         st.commit.pending_applied();
-        check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-        float ms = 0.f;
-        check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
         if (r) times.push_back(ms);  // the first is a warm-up
     }
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
     st.commit.state_moved();
     std::sort(times.begin(), times.end());
     return times.empty() ? 0.f : times[times.size() / 2];

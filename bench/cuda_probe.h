@@ -3,11 +3,29 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "backend/cuda/cuda_backend.h"
 
 namespace specla {
 namespace cuda {
+
+// Milliseconds between CUDA events recorded on `stream` before and after what `enqueue` puts on
+// it, with no host synchronisation in between.
+inline float stream_elapsed_ms(cudaStream_t stream, const std::function<void()> &enqueue) {
+    cudaEvent_t e0, e1;
+    check(cudaEventCreate(&e0), "cudaEventCreate");
+    check(cudaEventCreate(&e1), "cudaEventCreate");
+    check(cudaEventRecord(e0, stream), "cudaEventRecord");
+    enqueue();
+    check(cudaEventRecord(e1, stream), "cudaEventRecord");
+    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
+    float ms = 0.f;
+    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
+    (void)cudaEventDestroy(e0);
+    (void)cudaEventDestroy(e1);
+    return ms;
+}
 
 struct CudaBackendProbe {
     // Replays `steps` decoding steps of `token` (state advances) and returns the milliseconds

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_util.h"
+#include "cuda_probe.h"
 #include "util/error.h"
 
 namespace specla {
@@ -152,18 +153,9 @@ float PersistentStep::time_steps(int32_t token, int32_t steps) {
     if (eager_steps_ == 0) run();
     run();  // captures the graph where it is used
     check(cudaStreamSynchronize(st_.stream), "warm-up step");
-    cudaEvent_t e0, e1;
-    check(cudaEventCreate(&e0), "cudaEventCreate");
-    check(cudaEventCreate(&e1), "cudaEventCreate");
-    check(cudaEventRecord(e0, st_.stream), "cudaEventRecord");
-    for (int32_t i = 0; i < steps; ++i) run();
-    check(cudaEventRecord(e1, st_.stream), "cudaEventRecord");
-    check(cudaEventSynchronize(e1), "cudaEventSynchronize");
-    float ms = 0.f;
-    check(cudaEventElapsedTime(&ms, e0, e1), "cudaEventElapsedTime");
-    (void)cudaEventDestroy(e0);
-    (void)cudaEventDestroy(e1);
-    return ms;
+    return cuda::stream_elapsed_ms(st_.stream, [&] {
+        for (int32_t i = 0; i < steps; ++i) run();
+    });
 }
 
 }  // namespace experiments
