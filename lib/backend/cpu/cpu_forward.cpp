@@ -228,7 +228,7 @@ void CpuPassOps::output_head(const Pass &pass) {
     rmsnorm_rows(w_.final_norm.data(), first, n);
     const Matrix &out = w_.output();
     cpu::linear(out, 0, out.rows, st_.x.data() + first * D, n - first, D, logits_, out.rows, *st_.pool);
-    if (argmax_)
+    if (pass.argmax)
         for (int32_t t = first; t < n; ++t)
             argmax_[t - first] = argmax(logits_ + size_t(t - first) * size_t(out.rows), int32_t(out.rows));
 }
