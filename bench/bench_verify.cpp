@@ -379,7 +379,11 @@ int main(int argc, char **argv) {
     {
         ModelConfig dcfg = cfg;
         dcfg.num_layers = 1;
-        ModelWeights own = random_weights(dcfg, 7, WeightType::BF16);
+        // The layer's weights only: the embeddings and head are the target's (a one-token
+        // vocabulary keeps random_weights from filling vocab-sized matrices that are dropped).
+        ModelConfig layer_only = dcfg;
+        layer_only.vocab_size = 1;
+        ModelWeights own = random_weights(layer_only, 7, WeightType::BF16);
         own.embeddings = Matrix();
         own.lm_head = Matrix();
         own.fc = random_matrix(cfg.hidden_size, 2 * int64_t(cfg.hidden_size), WeightType::BF16,
