@@ -340,18 +340,34 @@ int main(int argc, char **argv) {
             row(std::string("P5 kernels: recurrence (") + an + ") with the commit fused", fused);
             row(std::string("P5 kernels: recurrence (") + an + ") separate / fused", sep / fused, "ratio", "target >= 1.5");
         }
-        // Chain recurrence alone (P2's 16 candidates, single root + 15): hybrid is one launch per layer.
-        Tree chain17;
-        for (int i = 0; i < 17; ++i) chain17.add(int32_t((i * 41 + 7) % vocab), i - 1);
-        be.copy_state(*base, *work);
-        be.verify_tree(*work, chain17.tokens.data(), chain17.parents.data(), 17, TreeAlgorithm::Hybrid, greedy_out);
+        // Chain recurrence alone, by chain length: P2's 16 candidates are a 17-node chain (root +
+        // 16); the slope between lengths is the per-node cost of the chain kernel (issue target:
+        // about 0.3 us per node and layer at GDN-1.3B), the intercept its per-layer fixed cost
+        // (state tile in and out, launch).
         const std::vector<int32_t> none;
-        for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
-            const float ms = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, none.data(), 0, true, a, reps);
-            std::printf("| kernels: recurrence of a 17-node chain, all layers, %s | %.3f | | |\n",
-                        a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY", ms);
-            row(std::string("kernels: recurrence of a 17-node chain, all layers, ") +
-                    (a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY"), ms);
+        float hybrid_ms[2] = {0.f, 0.f};
+        const int32_t lengths[] = {1, 5, 9, 17, 32};
+        for (const int32_t len : lengths) {
+            if (len > lim.max_tree_nodes) continue;
+            Tree chain;
+            for (int i = 0; i < len; ++i) chain.add(int32_t((i * 41 + 7) % vocab), i - 1);
+            be.copy_state(*base, *work);
+            be.verify_tree(*work, chain.tokens.data(), chain.parents.data(), len, TreeAlgorithm::Hybrid, greedy_out);
+            for (TreeAlgorithm a : {TreeAlgorithm::Hybrid, TreeAlgorithm::ParallelWY}) {
+                if (a == TreeAlgorithm::ParallelWY && len != 17) continue;
+                const float ms = cuda::CudaBackendProbe::time_recurrence_commit(*cb, *work, none.data(), 0, true, a, reps);
+                const std::string name = "kernels: recurrence of a " + std::to_string(len) + "-node chain, all layers, " +
+                                         (a == TreeAlgorithm::Hybrid ? "hybrid" : "parallel WY");
+                std::printf("| %s | %.3f | | |\n", name.c_str(), ms);
+                row(name, ms);
+                if (a == TreeAlgorithm::Hybrid && len == 1) hybrid_ms[0] = ms;
+                if (a == TreeAlgorithm::Hybrid && len == 17) hybrid_ms[1] = ms;
+            }
+        }
+        if (hybrid_ms[1] > 0.f) {
+            const double us = 1e3 * double(hybrid_ms[1] - hybrid_ms[0]) / (16.0 * cfg.num_layers);
+            std::printf("| kernels: chain recurrence per node and layer ((17-node - 1-node) / 16 / layers) | %.3f us | | ~0.3 us |\n", us);
+            row("kernels: chain recurrence per node and layer", us, "us", "target ~0.3");
         }
         for (const Case &c : cases) {
             be.copy_state(*base, *work);
