@@ -1138,6 +1138,7 @@ static specla_binding_text specla_binding_stream_decode(specla_binding_stream_de
 %immutable specla_spec_stats::steps;             %immutable specla_spec_stats::drafted;
 %immutable specla_spec_stats::accepted;          %immutable specla_spec_stats::generated;
 %immutable specla_spec_stats::mean_accepted_length; %immutable specla_spec_stats::acceptance_rate;
+%immutable specla_spec_stats::plain_steps;
 %immutable specla_session_memory::state_bytes;  %immutable specla_session_memory::factor_bytes;
 %immutable specla_session_memory::scratch_bytes; %immutable specla_session_memory::context_bytes;
 %immutable specla_session_memory::host_bytes;    %immutable specla_session_memory::device_bytes;

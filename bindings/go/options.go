@@ -293,21 +293,32 @@ type SpecOptions struct {
 	TreeTopK        int32   // children per expanded node and nodes expanded per depth; 0 = the default (4)
 	TreePruneMargin float32 // nats behind the best path's log-probability; 0 = the default (8); < 0: no pruning
 	FillDraftBudget bool    // always fill MaxDraftNodes (default: size trees from the measured pass costs)
+	// Plain steps while speculation measures below this multiple of plain decoding's tokens/s;
+	// 0 = the default (1).
+	SpeculationMinGain float64
+	AlwaysSpeculate    bool // never take plain steps (a seeded sampled run then repeats exactly)
 }
 
 // DefaultSpecOptions returns the library's defaults (greedy).
 func DefaultSpecOptions() SpecOptions {
 	p := native.NewSpecParams()
 	defer native.DeleteSpecParams(p)
+	return specOptionsFrom(p)
+}
+
+// specOptionsFrom reads C parameters back as options.
+func specOptionsFrom(p native.SpecParams) SpecOptions {
 	return SpecOptions{
-		Generate:         generateOptionsFrom(p.GetGenerate()),
-		MaxDraftNodes:    int32(p.GetMaxDraftNodes()),
-		MaxDraftDepth:    int32(p.GetMaxDraftDepth()),
-		TreeAlgorithm:    TreeAlgorithm(p.GetTreeAlgorithm()),
-		NoDeferredCommit: !p.GetDeferredCommit(),
-		TreeTopK:         int32(p.GetTreeTopK()),
-		TreePruneMargin:  p.GetTreePruneMargin(),
-		FillDraftBudget:  !p.GetTreeSizeFromCost(),
+		Generate:           generateOptionsFrom(p.GetGenerate()),
+		MaxDraftNodes:      int32(p.GetMaxDraftNodes()),
+		MaxDraftDepth:      int32(p.GetMaxDraftDepth()),
+		TreeAlgorithm:      TreeAlgorithm(p.GetTreeAlgorithm()),
+		NoDeferredCommit:   !p.GetDeferredCommit(),
+		TreeTopK:           int32(p.GetTreeTopK()),
+		TreePruneMargin:    p.GetTreePruneMargin(),
+		FillDraftBudget:    !p.GetTreeSizeFromCost(),
+		SpeculationMinGain: p.GetSpeculationMinGain(),
+		AlwaysSpeculate:    p.GetSpeculationMinGain() == 0,
 	}
 }
 
@@ -326,6 +337,10 @@ func (o *SpecOptions) toNative() (native.SpecParams, error) {
 		p.SetTreeTopK(orDefault(int(o.TreeTopK), p.GetTreeTopK()))
 		p.SetTreePruneMargin(orDefault(o.TreePruneMargin, p.GetTreePruneMargin()))
 		p.SetTreeSizeFromCost(p.GetTreeSizeFromCost() && !o.FillDraftBudget)
+		p.SetSpeculationMinGain(orDefault(o.SpeculationMinGain, p.GetSpeculationMinGain()))
+		if o.AlwaysSpeculate {
+			p.SetSpeculationMinGain(0)
+		}
 	}
 	return p, nil
 }

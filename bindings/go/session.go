@@ -21,9 +21,10 @@ type SpecStats struct {
 	Steps              int64   // verification passes
 	Drafted            int64   // draft tokens submitted
 	Accepted           int64   // draft tokens accepted
-	Generated          int64   // tokens emitted
+	Generated          int64   // tokens emitted, plain steps' included
 	MeanAcceptedLength float64 // tokens per verification pass
 	AcceptanceRate     float64 // accepted / drafted
+	PlainSteps         int64   // plain steps taken where speculation measured slower
 }
 
 // NewSession creates a session with an empty context; nil options mean the defaults.
@@ -130,5 +131,6 @@ func specStatsFrom(s native.SpecStats) SpecStats {
 		Generated:          s.GetGenerated(),
 		MeanAcceptedLength: s.GetMeanAcceptedLength(),
 		AcceptanceRate:     s.GetAcceptanceRate(),
+		PlainSteps:         s.GetPlainSteps(),
 	}
 }

@@ -219,9 +219,10 @@ func TestStructLiteralsMeanDefaults(t *testing.T) {
 	}
 	// The ways to ask for a real zero / off.
 	off, _ := (&SpecOptions{TreePruneMargin: -1, NoDeferredCommit: true, FillDraftBudget: true,
-		Generate: GenerateOptions{IgnoreEOS: true}}).toNative()
+		AlwaysSpeculate: true, Generate: GenerateOptions{IgnoreEOS: true}}).toNative()
 	defer native.DeleteSpecParams(off)
-	if off.GetTreePruneMargin() >= 0 || off.GetDeferredCommit() || off.GetTreeSizeFromCost() || off.GetGenerate().GetStopAtEos() {
+	if off.GetTreePruneMargin() >= 0 || off.GetDeferredCommit() || off.GetTreeSizeFromCost() ||
+		off.GetSpeculationMinGain() != 0 || off.GetGenerate().GetStopAtEos() {
 		t.Errorf("the explicit offs did not reach the C parameters")
 	}
 	if d := DefaultSpecOptions(); !reflect.DeepEqual(d, specOptionsRoundTrip(&SpecOptions{})) {
@@ -253,14 +254,5 @@ func TestStructLiteralsMeanDefaults(t *testing.T) {
 func specOptionsRoundTrip(o *SpecOptions) SpecOptions {
 	p, _ := o.toNative()
 	defer native.DeleteSpecParams(p)
-	return SpecOptions{
-		Generate:         generateOptionsFrom(p.GetGenerate()),
-		MaxDraftNodes:    int32(p.GetMaxDraftNodes()),
-		MaxDraftDepth:    int32(p.GetMaxDraftDepth()),
-		TreeAlgorithm:    TreeAlgorithm(p.GetTreeAlgorithm()),
-		NoDeferredCommit: !p.GetDeferredCommit(),
-		TreeTopK:         int32(p.GetTreeTopK()),
-		TreePruneMargin:  p.GetTreePruneMargin(),
-		FillDraftBudget:  !p.GetTreeSizeFromCost(),
-	}
+	return specOptionsFrom(p)
 }

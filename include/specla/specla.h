@@ -712,6 +712,19 @@ typedef struct specla_spec_params {
     bool tree_size_from_cost;         /* choose the node count, within max_draft_nodes, from the
                                          measured costs of verification and drafting passes on
                                          this backend (default true); false: fill the budget */
+    double speculation_min_gain;      /* speculate only while it pays: the generation measures
+                                         seconds per emitted token of its speculative passes and
+                                         of plain decoding steps as it runs, takes plain steps
+                                         while speculation's rate is below this multiple of plain
+                                         decoding's, and probes speculation again after a
+                                         back-off that doubles each time it loses and carries
+                                         over to the session's next generation with the same
+                                         drafter (default 1.0;
+                                         0: always speculate; finite, >= 0). Greedy output is the
+                                         same either way; sampled output keeps the target's
+                                         distribution, but which steps speculate depends on
+                                         timings, so a seeded sampled run repeats token for token
+                                         only with 0 */
 } specla_spec_params;
 
 /* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a
@@ -731,13 +744,17 @@ typedef struct specla_spec_stats {
     int64_t steps;                 /* verification passes */
     int64_t drafted;               /* draft tokens submitted */
     int64_t accepted;              /* draft tokens accepted */
-    int64_t generated;             /* tokens emitted (accepted + the target's own) */
-    double mean_accepted_length;   /* generated / steps: tokens per verification pass */
+    int64_t generated;             /* tokens emitted (accepted + the target's own), plain
+                                      steps' included */
+    double mean_accepted_length;   /* (generated - plain_steps) / steps: tokens per
+                                      verification pass */
     double acceptance_rate;        /* accepted / drafted */
     int64_t drafted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS];  /* draft nodes at depth d+1 */
     int64_t accepted_at_depth[SPECLA_SPEC_MAX_DEPTH_STATS]; /* passes that accepted depth d+1 */
     uint64_t seed;                 /* the seed of the generation's random stream: params'
                                       sampling.seed, or the one drawn for SPECLA_SEED_RANDOM */
+    int64_t plain_steps;           /* plain decoding steps taken because speculation measured
+                                      slower (speculation_min_gain); one token each, not in steps */
 } specla_spec_stats;
 
 /* Speculative counterpart of specla_generate: same arguments plus the drafter; `stats` (may be

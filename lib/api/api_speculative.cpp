@@ -54,6 +54,7 @@ specla_spec_params spec_defaults() {
     p.tree_top_k = 4;
     p.tree_prune_margin = 8.f;
     p.tree_size_from_cost = true;
+    p.speculation_min_gain = 1.0;
     return p;
 }
 
@@ -85,12 +86,13 @@ void fill_stats(const SpecStats &s, specla_spec_stats *out) {
     r.drafted = s.drafted;
     r.accepted = s.accepted;
     r.generated = s.generated;
-    r.mean_accepted_length = s.steps ? double(s.generated) / double(s.steps) : 0.0;
+    r.mean_accepted_length = s.steps ? double(s.generated - s.plain_steps) / double(s.steps) : 0.0;
     r.acceptance_rate = s.drafted ? double(s.accepted) / double(s.drafted) : 0.0;
     static_assert(SPECLA_SPEC_MAX_DEPTH_STATS == kSpecMaxDepthStats, "depth statistics sizes differ");
     std::copy(s.drafted_at_depth, s.drafted_at_depth + kSpecMaxDepthStats, r.drafted_at_depth);
     std::copy(s.accepted_at_depth, s.accepted_at_depth + kSpecMaxDepthStats, r.accepted_at_depth);
     r.seed = s.seed;
+    r.plain_steps = s.plain_steps;
     write_info(out, r, "specla_spec_stats");
 }
 
@@ -104,6 +106,8 @@ SpecOptions spec_options(const specla_session *session, const specla_drafter *dr
     require(p.tree_top_k >= 1 && p.tree_top_k <= SPECLA_LIMIT_DRAFT_TOP_K, SPECLA_ERR_INVALID_ARGUMENT,
             "tree_top_k must be in [1, SPECLA_LIMIT_DRAFT_TOP_K = ", SPECLA_LIMIT_DRAFT_TOP_K, "], got ", p.tree_top_k);
     require(!std::isnan(p.tree_prune_margin), SPECLA_ERR_INVALID_ARGUMENT, "tree_prune_margin must not be NaN");
+    require(std::isfinite(p.speculation_min_gain) && p.speculation_min_gain >= 0, SPECLA_ERR_INVALID_ARGUMENT,
+            "speculation_min_gain must be finite and >= 0 (0: always speculate), got ", p.speculation_min_gain);
     SpecOptions opts;
     opts.gen = generate_options(session, args.generate);
     opts.budget.max_nodes = p.max_draft_nodes;
@@ -113,6 +117,7 @@ SpecOptions spec_options(const specla_session *session, const specla_drafter *dr
     opts.budget.size_from_cost = p.tree_size_from_cost;
     opts.algorithm = algorithm_from(p.tree_algorithm);
     opts.deferred_commit = p.deferred_commit;
+    opts.speculation_min_gain = p.speculation_min_gain;
     return opts;
 }
 

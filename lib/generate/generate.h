@@ -40,6 +40,10 @@ struct SpecOptions {
     DraftBudget budget;          // per step
     bool deferred_commit = true;
     TreeAlgorithm algorithm = TreeAlgorithm::Auto;
+    // Take plain steps while speculation's measured tokens per second are below this multiple
+    // of plain decoding's (spec/spec_gate.h); 0: always speculate. 0 here, so that the engine's
+    // own tests exercise speculation whatever the timings; the C API's default is 1.
+    double speculation_min_gain = 0;
 };
 
 constexpr int kSpecMaxDepthStats = 32;
@@ -49,7 +53,10 @@ struct SpecStats {
     int64_t steps = 0;       // verification passes
     int64_t drafted = 0;     // draft nodes submitted
     int64_t accepted = 0;    // draft tokens accepted
-    int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation)
+    int64_t generated = 0;   // tokens emitted (accepted + bonus, after stop truncation), plain
+                             // steps' included
+    int64_t plain_steps = 0; // plain steps taken because speculation measured slower (one
+                             // token each; not in steps)
     int64_t drafted_at_depth[kSpecMaxDepthStats] = {};   // nodes at depth d+1
     int64_t accepted_at_depth[kSpecMaxDepthStats] = {};  // steps that accepted a token at depth d+1
     uint64_t seed = 0;       // the generation's random stream (GenerateOptions::seed)

@@ -23,7 +23,8 @@ Generation::Generation(Session &session, Drafter *drafter, const int32_t *prompt
       opts_(opts),
       text_(std::move(text)),
       abort_(abort),
-      rng_(opts.gen.seed) {
+      rng_(opts.gen.seed),
+      gate_(drafter ? opts.speculation_min_gain : 0.0) {
     const GenerateOptions &g = opts_.gen;
     require(g.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", g.max_tokens);
     if (drafter_)
@@ -40,6 +41,9 @@ Generation::Generation(Session &session, Drafter *drafter, const int32_t *prompt
             "top_logprobs (", g.top_logprobs, ") exceeds the vocabulary");
     wants_features_ = drafter_ && drafter_->wants_features();
     stats_.seed = g.seed;
+    const Session::SpeculationRecord &record = session_.speculation_record(wants_features_);
+    gate_.assume_plain_rate(record.plain_seconds_per_token);
+    if (drafter_ && record.drafter == drafter_) gate_.resume_backoff(record.plain_tokens_left, record.backoff_tokens);
 }
 
 Generation::~Generation() {
@@ -59,7 +63,7 @@ void Generation::next(GenerationStep &step) {
                 drafter_begun_ = true;
             }
         }
-        if (drafter_) speculative_pass(step);
+        if (drafter_) speculative_pass(step, gate_.speculate());
         else plain_step(step);
         if (!finished() && abort_requested()) finish(FinishReason::Aborted, step);
     } catch (...) {
@@ -112,15 +116,16 @@ void Generation::plain_step(GenerationStep &step) {
     if (r != FinishReason::None) finish(r, step);
 }
 
-void Generation::speculative_pass(GenerationStep &step) {
+void Generation::speculative_pass(GenerationStep &step, bool draft) {
     const GenerateOptions &g = opts_.gen;
+    const auto t_start = std::chrono::steady_clock::now();
     Drafter &drafter = *drafter_;
     const int32_t remaining = int32_t(int64_t(g.max_tokens) - n_generated_);
     DraftBudget budget = opts_.budget;
     budget.max_nodes = std::min(budget.max_nodes, session_.limits().max_tree_nodes);
     budget.max_depth = std::min(budget.max_depth, remaining - 1);  // path + bonus fit the budget
     tree_.clear();
-    if (budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session_.context(), budget, tree_);
+    if (draft && budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session_.context(), budget, tree_);
 
     // Nothing drafted: the pass is a plain decoding step of the pending token, through the
     // backend's decoding path (on the GPU a captured graph; prompt lookup on gdn-pycode-22m,
@@ -149,6 +154,9 @@ void Generation::speculative_pass(GenerationStep &step) {
         for (int32_t node : acc.path) emit_.push_back(tree_.tokens[size_t(node)]);
         emit_.push_back(acc.bonus);
     }
+    // The step's cost for the gate: drafting, verification and commit, not the caller's
+    // per-token hooks run by emit().
+    double step_seconds = seconds_since(t_start);
     // Emit path tokens then the bonus, stopping at the first stop condition; the state keeps
     // exactly what was emitted (the last emitted token becomes the pending one).
     size_t m = 0;
@@ -158,6 +166,7 @@ void Generation::speculative_pass(GenerationStep &step) {
         r = emit(emit_[m++], row, step);
     }
     kept_path_.assign(acc.path.begin(), acc.path.begin() + long(m - 1));
+    const auto t_commit = std::chrono::steady_clock::now();
     if (plain) session_.set_pending(emit_[0]);
     else session_.commit(kept_path_, emit_[m - 1], opts_.deferred_commit);
     if (wants_features_) {
@@ -175,7 +184,19 @@ void Generation::speculative_pass(GenerationStep &step) {
         drafter.observe_features(first_feature_position, f.data(), int32_t(rows));
     }
     drafter.observe_accepted(session_.context());
+    step_seconds += seconds_since(t_commit);
 
+    if (!draft) {
+        // A step the gate took plain: not a verification pass of a draft.
+        ++stats_.plain_steps;
+        stats_.generated += int64_t(m);
+        if (r == FinishReason::None) gate_.record_plain(step_seconds, int64_t(m));
+        else finish(r, step);
+        return;
+    }
+    // A pass cut short by a stop condition emitted fewer tokens than it paid for: not a sample
+    // of what speculation gives.
+    if (r == FinishReason::None) gate_.record_speculative(step_seconds, int64_t(m));
     ++stats_.steps;
     stats_.drafted += tree_.size();
     stats_.accepted += int64_t(kept_path_.size());
@@ -214,6 +235,14 @@ FinishReason Generation::emit(int32_t token, const float *row, GenerationStep &s
 
 void Generation::finish(FinishReason reason, GenerationStep &step) {
     reason_ = reason;
+    if (drafter_ && opts_.speculation_min_gain > 0) {
+        Session::SpeculationRecord record = session_.speculation_record(wants_features_);
+        if (gate_.plain_seconds_per_token() > 0) record.plain_seconds_per_token = gate_.plain_seconds_per_token();
+        record.drafter = drafter_;
+        record.backoff_tokens = gate_.backoff_tokens();
+        record.plain_tokens_left = gate_.plain_tokens_left();
+        session_.set_speculation_record(wants_features_, record);
+    }
     if (drafter_begun_) drafter_->end_generation();
     drafter_begun_ = false;
     const TextStream::Piece rest = text_.finish();

@@ -24,6 +24,7 @@
 #include "session/session.h"
 #include "engine/draft_tree.h"
 #include "spec/drafter.h"
+#include "spec/spec_gate.h"
 #include "spec/speculative.h"
 
 namespace specla {
@@ -79,7 +80,10 @@ private:
     // The prompt in blocks (the last token is left pending); false when an abort stopped it.
     bool prefill();
     void plain_step(GenerationStep &step);
-    void speculative_pass(GenerationStep &step);
+    // One speculative pass, or with draft false a plain step the gate chose (no draft: a
+    // decoding step, or for a drafter that reads features a verification of the pending token
+    // alone, which returns its feature).
+    void speculative_pass(GenerationStep &step, bool draft);
     // Emits one token: text, hook, stop conditions, its logprobs from `row` (the logits it was
     // chosen from; read only when GenerateOptions::logprobs). Returns why it ends the
     // generation, or None.
@@ -96,6 +100,7 @@ private:
     TextStream text_;
     const std::atomic<bool> *abort_;
     Rng rng_;
+    SpecGate gate_;  // speculative generation: whether the next step drafts
     bool started_ = false;           // the prompt is in
     bool drafter_begun_ = false;     // drafter_->begin_generation was called
     bool wants_features_ = false;

@@ -101,6 +101,26 @@ public:
     // both states are on one backend.
     void copy_from(Session &source);
 
+    // What the speculation gate (spec/spec_gate.h) of this session's last speculative generation
+    // measured, for decoding steps (with_features false) and for verifications of the pending
+    // token alone (what a plain step is for a drafter that reads features). The next generation
+    // starts from it: no plain probe, and where speculation with the same drafter had lost, the
+    // rest of its back-off before probing again (generations of a few dozen tokens would
+    // otherwise each pay a probe of a drafter that loses). Kept across reset(): these are costs
+    // of steps, not of a context.
+    struct SpeculationRecord {
+        double plain_seconds_per_token = 0;  // 0: none measured
+        const void *drafter = nullptr;       // whose back-off this is (another starts afresh)
+        int64_t backoff_tokens = 0;          // the next back-off (0: the gate's first)
+        int64_t plain_tokens_left = 0;       // plain tokens left of the current back-off
+    };
+    const SpeculationRecord &speculation_record(bool with_features) const {
+        return speculation_records_[with_features];
+    }
+    void set_speculation_record(bool with_features, const SpeculationRecord &r) {
+        speculation_records_[with_features] = r;
+    }
+
     struct Memory {
         SessionMemory backend;     // the backend's buffers (state, factors, scratch)
         size_t own_bytes = 0;      // this object's host buffers: last logits, verification outputs
@@ -116,6 +136,7 @@ private:
     std::optional<int32_t> pending_;
     HostVec<float> last_logits_;
     bool last_logits_valid_ = false;
+    SpeculationRecord speculation_records_[2];
     // The last verification: whether its node 0 was the pending token, and its draft tokens.
     bool verified_with_pending_ = false;
     bool verified_ = false;

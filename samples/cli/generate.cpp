@@ -31,9 +31,11 @@ struct GenerateOptions {
 };
 
 void print_stats(const specla_spec_stats &st) {
-    std::fprintf(stderr, "[speculative: %lld passes, %lld drafted, %lld accepted (%.1f%%), %.2f tokens per pass]\n",
+    std::fprintf(stderr,
+                 "[speculative: %lld passes, %lld drafted, %lld accepted (%.1f%%), %.2f tokens per pass, %lld plain "
+                 "steps where speculation measured slower]\n",
                  (long long)st.steps, (long long)st.drafted, (long long)st.accepted, 100.0 * st.acceptance_rate,
-                 st.mean_accepted_length);
+                 st.mean_accepted_length, (long long)st.plain_steps);
 }
 
 // The finish reason as the --verbose line says it.
@@ -194,6 +196,10 @@ void add_generate_command(CLI::App &app, Run &run) {
             ->capture_default_str(),
         gen->add_flag("--tree-fixed-size", [&spec](int64_t) { spec.tree_size_from_cost = false; },
                       "EAGLE: fill the node budget instead of sizing trees from the measured pass costs"),
+        gen->add_option("--min-gain", spec.speculation_min_gain,
+                        "take plain steps while speculation measures below this multiple of plain decoding's "
+                        "tokens/s (0: always speculate; then a seeded sampled run repeats exactly)")
+            ->capture_default_str(),
         gen->add_flag("--no-deferred-commit", [&spec](int64_t) { spec.deferred_commit = false; },
                       "apply accepted factors right away instead of inside the next pass"),
     };

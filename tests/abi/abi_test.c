@@ -63,6 +63,21 @@ typedef struct old_spec_params {
 } old_spec_params; /* before tree_algorithm, deferred_commit and the tree shape */
 _Static_assert(sizeof(old_spec_params) == offsetof(specla_spec_params, tree_algorithm), "cut");
 
+/* The layout before speculation_min_gain: a field added later must lie beyond such a caller's
+ * struct_size (its tail padding included), or the library would read the caller's padding. */
+typedef struct v2_spec_params {
+    size_t struct_size;
+    const specla_generate_params *generate;
+    int32_t max_draft_nodes;
+    int32_t max_draft_depth;
+    specla_tree_algorithm tree_algorithm;
+    bool deferred_commit;
+    int32_t tree_top_k;
+    float tree_prune_margin;
+    bool tree_size_from_cost;
+} v2_spec_params;
+_Static_assert(offsetof(specla_spec_params, speculation_min_gain) >= sizeof(v2_spec_params), "padding reuse");
+
 typedef struct old_verify_params {
     size_t struct_size;
     const old_sampling_params *sampling;

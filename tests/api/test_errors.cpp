@@ -13,6 +13,7 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -1069,6 +1070,12 @@ TEST_CASE("speculative entry points refuse bad handles, trees and parameters") {
     neg.max_draft_nodes = -1;
     EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,
                  "max_draft_nodes");
+    for (double gain : {-0.5, std::nan(""), HUGE_VAL}) {
+        neg = sp;
+        neg.speculation_min_gain = gain;
+        EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr),
+                     SPECLA_ERR_INVALID_ARGUMENT, "speculation_min_gain");
+    }
     neg = sp;
     neg.generate.sampling.top_p = 2.f;
     EXPECT_ERROR(specla_generate_speculative(s, d, tok, 3, neg.get(), out, 8, &n, nullptr), SPECLA_ERR_INVALID_ARGUMENT,

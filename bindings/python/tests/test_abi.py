@@ -51,6 +51,7 @@ def test_default_params_read_through_the_structs() -> None:
     assert spec.tree_algorithm == _capi.SPECLA_TREE_AUTO
     assert spec.deferred_commit is True
     assert (spec.tree_top_k, spec.tree_prune_margin, spec.tree_size_from_cost) == (4, 8.0, True)
+    assert spec.speculation_min_gain == 1.0
 
     vp = _capi.default_params(_capi.specla_verify_params)
     assert not vp.sampling and vp.deferred_commit is True
@@ -106,7 +107,7 @@ def test_spec_stats_struct_is_consistent(session: specla.Session, model: specla.
     st = r.spec_stats
     assert st is not None
     assert st.generated == len(r.tokens) == 24
-    assert st.steps > 0 and st.mean_accepted_length == st.generated / st.steps
+    assert st.steps > 0 and st.mean_accepted_length == (st.generated - st.plain_steps) / st.steps
     assert st.accepted <= st.drafted
     assert st.acceptance_rate == (st.accepted / st.drafted if st.drafted else 0.0)
     assert sum(st.drafted_at_depth) == st.drafted

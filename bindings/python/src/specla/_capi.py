@@ -230,6 +230,7 @@ class specla_spec_params(_Sized):
         ("tree_top_k", c_int32),
         ("tree_prune_margin", c_float),
         ("tree_size_from_cost", c_bool),
+        ("speculation_min_gain", c_double),
     ]
 
 
@@ -254,6 +255,7 @@ class specla_spec_stats(_Sized):
         ("drafted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
         ("accepted_at_depth", c_int64 * SPECLA_SPEC_MAX_DEPTH_STATS),
         ("seed", c_uint64),
+        ("plain_steps", c_int64),
     ]
 
 

@@ -41,6 +41,9 @@ class SpecOptions:
     tree_top_k: Optional[int] = None           # EAGLE: children per node [4]
     tree_prune_margin: Optional[float] = None  # EAGLE: nats from the best path [8]
     tree_size_from_cost: Optional[bool] = None  # EAGLE: node count from measured costs [True]
+    # plain steps while speculation measures below this multiple of plain decoding's tokens/s;
+    # 0: always speculate (a seeded sampled run then repeats exactly) [1.0]
+    speculation_min_gain: Optional[float] = None
 
 
 @dataclass(frozen=True)
@@ -50,10 +53,11 @@ class SpecStats:
     drafted: int                 # draft tokens submitted
     accepted: int                # draft tokens accepted
     generated: int               # tokens emitted (accepted + the target's own)
-    mean_accepted_length: float  # generated / steps
+    mean_accepted_length: float  # (generated - plain_steps) / steps
     acceptance_rate: float       # accepted / drafted
     drafted_at_depth: Tuple[int, ...]   # draft nodes at depth d+1 (trailing zeros dropped)
     accepted_at_depth: Tuple[int, ...]  # passes that accepted depth d+1 (trailing zeros dropped)
+    plain_steps: int = 0         # plain steps taken where speculation measured slower
 
     @classmethod
     def _from_c(cls, raw: _capi.specla_spec_stats) -> "SpecStats":
@@ -64,7 +68,7 @@ class SpecStats:
             return tuple(values)
         return cls(raw.steps, raw.drafted, raw.accepted, raw.generated,
                    raw.mean_accepted_length, raw.acceptance_rate,
-                   trimmed(raw.drafted_at_depth), trimmed(raw.accepted_at_depth))
+                   trimmed(raw.drafted_at_depth), trimmed(raw.accepted_at_depth), raw.plain_steps)
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
             raise InvalidArgumentError("drafter: it was created for another model than the "
                                        "session's")
         opts = spec or SpecOptions()
-        for name in ("max_draft_nodes", "max_draft_depth", "tree_top_k", "tree_prune_margin"):
+        for name in ("max_draft_nodes", "max_draft_depth", "tree_top_k", "tree_prune_margin",
+                     "speculation_min_gain"):
             value = getattr(opts, name)
             if value is not None:
                 assign(sp, name, value, f"spec.{name}")

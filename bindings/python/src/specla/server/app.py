@@ -38,7 +38,7 @@ def _spec_stats(finished: Finished) -> Optional[Dict[str, Any]]:
         return None
     return {"steps": s.steps, "drafted": s.drafted, "accepted": s.accepted,
             "generated": s.generated, "mean_accepted_length": s.mean_accepted_length,
-            "acceptance_rate": s.acceptance_rate}
+            "acceptance_rate": s.acceptance_rate, "plain_steps": s.plain_steps}
 
 
 def _usage(finished: Finished) -> Dict[str, int]:
