@@ -10,22 +10,28 @@
 namespace specla {
 namespace kern {
 
-// S <- exp(g) S;  u = beta (v_j - S^T k);  S <- S + k u;  o_j = S^T q.  With `normalize`, q and k
-// are first l2-normalised over K (q also times q_scale). Returns o_j; u in *u_out.
+// q and k l2-normalised over K as the recurrence reads them (q also times q_scale): per lane the
+// sum of its squares in e order, then the group's butterfly sum (the same value in every lane), one
+// factor each. Apart from the update so that a chain can normalise its nodes ahead of the state's
+// critical path (tree_chain_kernel) with the very operations of the decoding step.
 template <int KPT, int TPC>
-__device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT], float (&kr)[KPT], float vj,
-                                                float gl, float beta, bool normalize, float q_scale, float *u_out) {
-    if (normalize) {
-        float qs = 0.f, ks = 0.f;
+__device__ __forceinline__ void gdn_tile_normalize(float (&qr)[KPT], float (&kr)[KPT], float q_scale) {
+    float qs = 0.f, ks = 0.f;
 #pragma unroll
-        for (int e = 0; e < KPT; ++e) qs += qr[e] * qr[e], ks += kr[e] * kr[e];
-        qs = group_sum<TPC>(qs);
-        ks = group_sum<TPC>(ks);
-        const float qi = q_scale / sqrtf(qs + 1e-6f), ki = 1.f / sqrtf(ks + 1e-6f);
+    for (int e = 0; e < KPT; ++e) qs += qr[e] * qr[e], ks += kr[e] * kr[e];
+    qs = group_sum<TPC>(qs);
+    ks = group_sum<TPC>(ks);
+    const float qi = q_scale / sqrtf(qs + 1e-6f), ki = 1.f / sqrtf(ks + 1e-6f);
 #pragma unroll
-        for (int e = 0; e < KPT; ++e) qr[e] *= qi, kr[e] *= ki;
-    }
-    const float decay = expf(gl);
+    for (int e = 0; e < KPT; ++e) qr[e] *= qi, kr[e] *= ki;
+}
+
+// The state part of a token, q and k as the recurrence reads them, decay = exp(g):
+// S <- decay S;  u = beta (v_j - S^T k);  S <- S + k u;  returns o_j = S^T q, u in *u_out.
+// Only S^T k and the update are on the path to the next token; S^T q is not.
+template <int KPT, int TPC>
+__device__ __forceinline__ float gdn_tile_update(float (&S)[KPT], const float (&qr)[KPT], const float (&kr)[KPT],
+                                                 float vj, float decay, float beta, float *u_out) {
     float kv = 0.f;
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
@@ -42,6 +48,16 @@ __device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT
     }
     *u_out = u;
     return group_sum<TPC>(ov);
+}
+
+// One token: S <- exp(g) S;  u = beta (v_j - S^T k);  S <- S + k u;  o_j = S^T q.  With
+// `normalize`, q and k are first l2-normalised over K (q also times q_scale). Returns o_j; u in
+// *u_out.
+template <int KPT, int TPC>
+__device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT], float (&kr)[KPT], float vj,
+                                                float gl, float beta, bool normalize, float q_scale, float *u_out) {
+    if (normalize) gdn_tile_normalize<KPT, TPC>(qr, kr, q_scale);
+    return gdn_tile_update<KPT, TPC>(S, qr, kr, vj, expf(gl), beta, u_out);
 }
 
 // One stored factor applied to the tile (commit without replay): S <- exp(g) S + k u, with the

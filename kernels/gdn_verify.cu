@@ -78,22 +78,27 @@ __device__ __forceinline__ void tile_store(const float (&S)[KPT], float *state, 
 }
 
 // ---- hybrid: the chains of one wave --------------------------------------------------------------------------
+// Shared memory of a chain CTA: the chain's node list and snapshot slots, then one stage of node
+// inputs as the recurrence reads them (q and k normalised, the CTA's v columns, exp(g), beta).
+inline int64_t chain_stage_floats_per_node(int K, int cpb) { return 2 * int64_t(K) + cpb + 2; }
+
 template <int KPT, int TPC>
-__global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurrenceParams p) {
+__global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurrenceParams p, const int stage) {
     constexpr int CPB = kThreads / TPC;
     const int tid = threadIdx.x, grp = tid / TPC, l = tid % TPC;
-    const int hv = blockIdx.y, j = blockIdx.x * CPB + grp;
+    const int hv = blockIdx.y, j0 = blockIdx.x * CPB, j = j0 + grp;
     const int K = p.K, V = p.V, H = p.H, HV = p.HV;
     const int group = HV / H, h = hv / group;
     const bool col_ok = j < V;
     const int64_t KD = int64_t(H) * K, VD = int64_t(HV) * V, HVVK = VD * K;
     const int c = p.chain_begin + int(blockIdx.z);
-    extern __shared__ int32_t chain_sm[];  // [max_len] nodes, then [max_len] snapshot slots
-    int32_t *s_nodes = chain_sm, *s_slots = chain_sm + p.max_len;
+    extern __shared__ float chain_sm[];
+    int32_t *s_nodes = reinterpret_cast<int32_t *>(chain_sm), *s_slots = s_nodes + p.max_len;
+    float *s_q = chain_sm + 2 * p.max_len, *s_k = s_q + int64_t(stage) * K, *s_v = s_k + int64_t(stage) * K;
+    float *s_decay = s_v + stage * CPB, *s_beta = s_decay + stage;
     pdl_wait();
     pdl_trigger();
     const int first = p.chain_info[3 * c], len = p.chain_info[3 * c + 1], start = p.chain_info[3 * c + 2];
-    // The chain's node list and snapshot slots on chip: no dependent global load per node.
     for (int i = tid; i < len; i += blockDim.x) {
         const int32_t v = p.chain_nodes[first + i];
         s_nodes[i] = v;
@@ -110,48 +115,74 @@ __global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurren
             tile_store<KPT, TPC>(S, p.state, K, V, hv, j, col_ok);
     }
     const bool write_k = blockIdx.x == 0 && grp == 0 && hv % group == 0;
-    // The inputs of the next node are loaded while the current one is computed (they do not depend
-    // on the state): the chain's latency is the arithmetic, not a memory round trip per node.
-    struct In {
-        float q[KPT], k[KPT], v, g, beta;
-    };
-    auto load = [&](In &x, int64_t node) {
-        const float *base = p.act + node * p.act_ld;
-        const float *qp = base + int64_t(h) * K, *kp = base + KD + int64_t(h) * K;
-#pragma unroll
-        for (int e = 0; e < KPT; ++e) {
-            const int i = e * TPC + l;
-            x.q[e] = i < K ? qp[i] : 0.f;
-            x.k[e] = i < K ? kp[i] : 0.f;
+    for (int base = 0; base < len; base += stage) {
+        const int m = min(stage, len - base);
+        // Stage the inputs of m nodes: none depends on the state, so all loads are in flight at
+        // once and the normalisation of every node runs here, off the state's critical path, with
+        // the decoding step's lane layout and reductions (gdn_tile_normalize): the per-node loop
+        // below is then only the state update, bitwise the decoding step's.
+        if (base > 0) __syncthreads();  // the previous stage has been read
+        for (int idx = tid; idx < m * K; idx += blockDim.x) {
+            const int t = idx / K, i = idx - t * K;
+            const float *row = p.act + int64_t(s_nodes[base + t]) * p.act_ld + int64_t(h) * K;
+            s_q[idx] = row[i];
+            s_k[idx] = row[KD + i];
         }
-        x.g = p.g[node * HV + hv], x.beta = p.beta[node * HV + hv];
-        x.v = col_ok ? base[2 * KD + int64_t(hv) * V + j] : 0.f;
-    };
-    In cur, nxt;
-    if (len > 0) load(nxt, s_nodes[0]);
-    for (int idx = 0; idx < len; ++idx) {
-        const int64_t node = s_nodes[idx];
-        cur = nxt;
-        if (idx + 1 < len) load(nxt, s_nodes[idx + 1]);
-        float qr[KPT], kr[KPT];
-#pragma unroll
-        for (int e = 0; e < KPT; ++e) qr[e] = cur.q[e], kr[e] = cur.k[e];
-        const float gl = cur.g, beta = cur.beta, vj = cur.v;
-        float u;
-        const float ov = gdn_tile_token<KPT, TPC>(S, qr, kr, vj, gl, beta, true, p.q_scale, &u);
-        if (l == 0 && col_ok) {
-            p.o[node * VD + int64_t(hv) * V + j] = ov;
-            p.u_out[node * VD + int64_t(hv) * V + j] = u;
+        for (int idx = tid; idx < m * CPB; idx += blockDim.x) {
+            const int t = idx / CPB, cc = idx - t * CPB;
+            const int64_t node = s_nodes[base + t];
+            s_v[idx] = j0 + cc < V ? p.act[node * p.act_ld + 2 * KD + int64_t(hv) * V + j0 + cc] : 0.f;
         }
-        if (write_k) {
+        for (int t = tid; t < m; t += blockDim.x) {
+            const int64_t node = s_nodes[base + t];
+            s_decay[t] = expf(p.g[node * HV + hv]);
+            s_beta[t] = p.beta[node * HV + hv];
+        }
+        __syncthreads();
+        // One group per node (uniform trip count: the groups of a warp shuffle together).
+        for (int t0 = 0; t0 < m; t0 += CPB) {
+            const int t = t0 + grp;
+            float qr[KPT], kr[KPT];
 #pragma unroll
             for (int e = 0; e < KPT; ++e) {
                 const int i = e * TPC + l;
-                if (i < K) p.k_out[node * KD + int64_t(h) * K + i] = kr[e];
+                qr[e] = t < m && i < K ? s_q[int64_t(t) * K + i] : 0.f;
+                kr[e] = t < m && i < K ? s_k[int64_t(t) * K + i] : 0.f;
+            }
+            gdn_tile_normalize<KPT, TPC>(qr, kr, p.q_scale);
+#pragma unroll
+            for (int e = 0; e < KPT; ++e) {
+                const int i = e * TPC + l;
+                if (t < m && i < K) s_q[int64_t(t) * K + i] = qr[e], s_k[int64_t(t) * K + i] = kr[e];
             }
         }
-        const int slot = s_slots[idx];
-        if (slot >= 0) tile_store<KPT, TPC>(S, p.snaps + int64_t(slot) * HVVK, K, V, hv, j, col_ok);
+        __syncthreads();
+
+        for (int t = 0; t < m; ++t) {
+            const int64_t node = s_nodes[base + t];
+            float qr[KPT], kr[KPT];
+#pragma unroll
+            for (int e = 0; e < KPT; ++e) {
+                const int i = e * TPC + l;
+                qr[e] = i < K ? s_q[int64_t(t) * K + i] : 0.f;
+                kr[e] = i < K ? s_k[int64_t(t) * K + i] : 0.f;
+            }
+            float u;
+            const float ov = gdn_tile_update<KPT, TPC>(S, qr, kr, s_v[t * CPB + grp], s_decay[t], s_beta[t], &u);
+            if (l == 0 && col_ok) {
+                p.o[node * VD + int64_t(hv) * V + j] = ov;
+                p.u_out[node * VD + int64_t(hv) * V + j] = u;
+            }
+            if (write_k) {
+#pragma unroll
+                for (int e = 0; e < KPT; ++e) {
+                    const int i = e * TPC + l;
+                    if (i < K) p.k_out[node * KD + int64_t(h) * K + i] = kr[e];
+                }
+            }
+            const int slot = s_slots[base + t];
+            if (slot >= 0) tile_store<KPT, TPC>(S, p.snaps + int64_t(slot) * HVVK, K, V, hv, j, col_ok);
+        }
     }
 }
 
@@ -325,8 +356,16 @@ cudaError_t launch_tree_chains(const TreeRecurrenceParams &p, const LaunchCtx &c
     if (p.chain_count <= 0) return cudaSuccess;
     return with_tile_shape(p.K, [&](auto s) {
         constexpr int KPT = decltype(s)::KPT, TPC = decltype(s)::TPC;
-        const dim3 grid(ceil_div(p.V, kThreads / TPC), p.HV, p.chain_count);
-        return launch_kernel(tree_chain_kernel<KPT, TPC>, grid, dim3(kThreads), size_t(2 * p.max_len) * 4, ctx, p);
+        constexpr int CPB = kThreads / TPC;
+        // Nodes staged at a time: as many as fit beside the node list in the default 48 KiB, at
+        // most 32 (23 at GDN-1.3B's K = 256, 32 at K = 128); longer chains take several stages.
+        const int64_t per_node = chain_stage_floats_per_node(p.K, CPB) * 4;
+        const int64_t room = int64_t(48 << 10) - int64_t(2 * p.max_len) * 4;
+        if (room < per_node) return cudaErrorInvalidValue;
+        const int stage = int(std::min<int64_t>(std::max(p.max_len, 1), std::min<int64_t>(room / per_node, 32)));
+        const size_t smem = size_t(2 * p.max_len) * 4 + size_t(stage) * size_t(per_node);
+        const dim3 grid(ceil_div(p.V, CPB), p.HV, p.chain_count);
+        return launch_kernel(tree_chain_kernel<KPT, TPC>, grid, dim3(kThreads), smem, ctx, p, stage);
     });
 }
 

@@ -203,6 +203,64 @@ TEST_CASE("cuda verify: node logits equal plain GPU decoding of each root path (
     }
 }
 
+// The hybrid chain kernel stages its nodes' inputs on chip a stage at a time (up to 23 nodes at
+// K = 256, 32 at K = 128: launch_tree_chains). Chains longer than a stage, and a tree whose branch-point
+// snapshots fall in later stages, against plain decoding: every node's logits and the committed
+// state after the longest path, bitwise.
+TEST_CASE("cuda verify: chains longer than an on-chip stage equal plain decoding (bitwise)") {
+    CUDA_TEST_REQUIRE_GPU();
+    const uint64_t seed = fresh_seed("verify long chains");
+    std::mt19937_64 g(seed);
+    SessionLimits lim = limits();
+    lim.max_tree_nodes = 64;
+    for (const Shape &s : {kShapes[2], kShapes[5]}) {  // K = 128 and K = 256
+        const ModelConfig c = make_config(s);
+        const ModelWeights w = random_weights(c, g(), WeightType::BF16);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+        const int32_t vocab = c.vocab_size;
+        const auto prompt = random_tokens(g, 7, vocab);
+        auto base = gpu->create_state(lim), ver = gpu->create_state(lim), dec = gpu->create_state(lim);
+        gpu->eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
+        // A 64-node chain (three stages at K = 256, two at K = 128); a 44-node chain with branches
+        // at nodes 2, 20 and 37 (the last snapshot taken in the second stage), each a 6-node chain.
+        for (int shape = 0; shape < 2; ++shape) {
+            Tree t = random_tree(TreeShape::Chain, shape == 0 ? 64 : 44, vocab, g);
+            if (shape == 1)
+                for (int32_t at : {2, 20, 37})
+                    for (int32_t i = 0; i < 6; ++i) {
+                        t.parents.push_back(i == 0 ? at : t.size() - 1);
+                        t.tokens.push_back(int32_t(g() % uint64_t(vocab)));
+                    }
+            const int32_t n = t.size();
+            const char *tname = shape == 0 ? "chain" : "chain with branches";
+            gpu->copy_state(*base, *ver);
+            const Verified gv = verify(*gpu, *ver, t, TreeAlgorithm::Hybrid);
+            int32_t deepest = 0, exact = 0;
+            for (int32_t v = 0; v < n; ++v) {
+                if (t.path_to(v).size() > t.path_to(deepest).size()) deepest = v;
+                gpu->copy_state(*base, *dec);
+                std::vector<int32_t> toks;
+                for (int32_t u : t.path_to(v)) toks.push_back(t.tokens[size_t(u)]);
+                const auto plain = decode(*gpu, *dec, toks);
+                INFO(std::string(s.name), ", ", std::string(tname), " of ", n, ", node ", v);
+                const bool same = bitwise(gv.logits.data() + size_t(v) * size_t(vocab), plain.data(), size_t(vocab));
+                CHECK(same);
+                exact += same;
+            }
+            const std::vector<int32_t> path = t.path_to(deepest);
+            gpu->commit_path(*ver, path.data(), int32_t(path.size()), /*deferred=*/false);
+            gpu->copy_state(*base, *dec);
+            std::vector<int32_t> toks;
+            for (int32_t u : path) toks.push_back(t.tokens[size_t(u)]);
+            decode(*gpu, *dec, toks);
+            INFO(std::string(s.name), ", ", std::string(tname), ": commit of ", path.size(), " tokens");
+            CHECK(bitwise(all_states(*gpu, *ver), all_states(*gpu, *dec)));
+            MESSAGE(std::string(s.name) << ", " << std::string(tname) << " of " << n << " nodes (deepest path "
+                                        << path.size() << "): " << exact << "/" << n << " nodes bitwise");
+        }
+    }
+}
+
 TEST_CASE("cuda verify: commit (deferred or not) leaves the state of plain decoding of the accepted tokens") {
     CUDA_TEST_REQUIRE_GPU();
     const uint64_t seed = fresh_seed("verify commit");
