@@ -199,6 +199,23 @@ int main(int argc, char **argv) {
     row("plain decode step", step);
     row("P2 chain of 16 verified in one pass", ver16);
     row("P2 chain of 16 / plain step", ver16 / step, "ratio", "target <= 1.2");
+    // The pass by chain length: what a pass costs whatever its rows (the intercept: launches,
+    // host work, the weight stream once) against what each row adds (the slope), the two halves
+    // of P2's ratio.
+    double ver1 = 0;
+    for (int32_t n : {1, 2, 4, 8}) {
+        be.copy_state(*base, *work);
+        const double ms = median_ms(reps, [&] {
+            be.verify_tree(*work, chain16.tokens.data(), chain16.parents.data(), n, TreeAlgorithm::Auto, greedy_out);
+        }, sync);
+        if (n == 1) ver1 = ms;
+        std::printf("| chain of %d verified in one pass | %.3f | %.2fx a step | |\n", n, ms, ms / step);
+        row("chain of " + std::to_string(n) + " verified in one pass", ms);
+    }
+    std::printf("| verification pass: per node ((16-node - 1-node) / 15), intercept (1-node - slope) | %.4f, %.3f | "
+                "%.2fx, %.2fx a step | |\n",
+                (ver16 - ver1) / 15, ver1 - (ver16 - ver1) / 15, (ver16 - ver1) / 15 / step,
+                (ver1 - (ver16 - ver1) / 15) / step);
 
     // P3: tree verification vs root-to-leaf replay.
     struct Case { const char *name; Tree t; double target; };
