@@ -712,19 +712,19 @@ typedef struct specla_spec_params {
     bool tree_size_from_cost;         /* choose the node count, within max_draft_nodes, from the
                                          measured costs of verification and drafting passes on
                                          this backend (default true); false: fill the budget */
-    double speculation_min_gain;      /* speculate only while it pays: the generation measures
-                                         seconds per emitted token of its speculative passes and
-                                         of plain decoding steps as it runs, takes plain steps
-                                         while speculation's rate is below this multiple of plain
-                                         decoding's, and probes speculation again after a
-                                         back-off that doubles each time it loses and carries
-                                         over to the session's next generation with the same
-                                         drafter (default 1.0;
-                                         0: always speculate; finite, >= 0). Greedy output is the
-                                         same either way; sampled output keeps the target's
-                                         distribution, but which steps speculate depends on
-                                         timings, so a seeded sampled run repeats token for token
-                                         only with 0 */
+    double speculation_min_gain;      /* greedy generations speculate only while it pays: the
+                                         generation measures seconds per emitted token of its
+                                         speculative passes and of plain decoding steps as it
+                                         runs, takes plain steps while speculation's rate is
+                                         below this multiple of plain decoding's, and probes
+                                         speculation again after a back-off that doubles each
+                                         time it loses and carries over to the session's next
+                                         generation with the same drafter (default 1.0; 0:
+                                         always speculate; finite, >= 0). The output is the same
+                                         either way. Sampled generations always speculate: which
+                                         steps speculate changes the tokens a seed gives (the
+                                         distribution stays the target's), and a seeded run must
+                                         repeat token for token */
 } specla_spec_params;
 
 /* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a

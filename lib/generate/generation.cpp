@@ -24,7 +24,10 @@ Generation::Generation(Session &session, Drafter *drafter, const int32_t *prompt
       text_(std::move(text)),
       abort_(abort),
       rng_(opts.gen.seed),
-      gate_(drafter ? opts.speculation_min_gain : 0.0) {
+      // Greedy generations only: their tokens are the same whichever steps speculate. A sampled
+      // generation's tokens depend on which steps speculate (a pass and a plain step draw from
+      // the random stream differently), and a seeded run must repeat token for token.
+      gate_(drafter && opts.gen.sampling.greedy() ? opts.speculation_min_gain : 0.0) {
     const GenerateOptions &g = opts_.gen;
     require(g.max_tokens >= 0, SPECLA_ERR_INVALID_ARGUMENT, "max_tokens must not be negative, got ", g.max_tokens);
     if (drafter_)

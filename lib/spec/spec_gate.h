@@ -11,10 +11,10 @@
 // the probe loses (so a generation where speculation never pays spends a vanishing share of its
 // tokens on probes) and resets when it wins.
 //
-// Greedy output is unchanged by the gate (a plain step emits the token a pass would emit first);
-// sampled output is still distributed exactly as the target's, but which steps speculate depends
-// on timings, so a seeded sampled generation is reproducible token for token only with the gate
-// off (specla_spec_params::speculation_min_gain = 0).
+// Greedy output is unchanged by the gate (a plain step emits the token a pass would emit first).
+// Sampled output would stay distributed as the target's, but which steps speculate depends on
+// timings, and a seeded sampled generation must repeat token for token: the generation gates
+// greedy generations only (generate/generation.cpp).
 #pragma once
 
 #include <cstdint>

@@ -262,6 +262,23 @@ TEST_CASE("speculation gate: a slow drafter's generation takes plain steps, and 
     CHECK(d.proposals <= stats.steps);
     CHECK(d.proposals >= stats.steps - 1);  // the last pass may have no room for a draft
 
+    // A sampled generation is not gated (its tokens would depend on the timings): every step a
+    // pass, and a seeded run repeats.
+    {
+        SpecOptions sampled = opts;
+        sampled.gen.max_tokens = 60;
+        sampled.gen.sampling.temperature = 1.f;
+        sampled.gen.seed = 99;
+        std::vector<int32_t> runs[2];
+        for (auto &run : runs) {
+            Session fresh(model, SessionLimits());
+            SpecStats st;
+            run = generate_speculative(fresh, d, prompt.data(), prompt.size(), sampled, st);
+            CHECK(st.plain_steps == 0);
+        }
+        CHECK(runs[0] == runs[1]);
+    }
+
     // The session hands the back-off on: the next generation with this drafter continues it
     // (plain steps, or at most one quick probe where the first ended probing), not a full probe.
     const Session::SpeculationRecord &record = s.speculation_record(false);

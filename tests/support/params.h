@@ -22,9 +22,8 @@ struct GenerateParams : specla_generate_params {
 struct SpecParams : specla_spec_params {
     GenerateParams generate;  // hides the base's pointer
 
-    // Speculation on every pass (speculation_min_gain 0): the tests check speculation itself, and a
-    // seeded sampled run repeats token for token only when no timing decides which steps speculate.
-    // The gate has its own tests.
+    // Speculation on every pass (speculation_min_gain 0): the tests check speculation itself, and
+    // their step counts must not depend on how fast the machine is. The gate has its own tests.
     SpecParams() : specla_spec_params(specla_spec_default_params()) { speculation_min_gain = 0; }
     // The C struct, pointing at this object's generate (and its sampling); valid while this object is.
     const specla_spec_params *get() {
