@@ -83,9 +83,23 @@ struct RowFeatures {
 // needs only the argmax, which a GPU backend computes without copying logits. Outputs are written
 // for the rows t >= first_row only, row t at index t - first_row of each buffer (so n - first_row
 // rows); a drafter's per-level passes ask only for the newest level's rows.
+// The k most probable tokens of each output row, most probable first (the larger logit, the lower
+// id on ties), and their log-probabilities under the softmax of the row's first n_candidates
+// logits (sampling/logprobs.h token_logprobs, the reference): what greedy drafting needs of a
+// row, computed where the logits are (on a GPU, no vocab-sized row crosses to the host). Slots
+// beyond n_candidates: id -1, logp -inf.
+struct TopTokens {
+    int32_t k = 0;             // 0: not asked for; else 1..kMaxTopTokens
+    int32_t n_candidates = 0;  // ids >= this are not tokens (a padded vocabulary)
+    int32_t *ids = nullptr;    // (n - first_row) x k
+    float *logp = nullptr;     // (n - first_row) x k
+};
+constexpr int32_t kMaxTopTokens = 64;  // SPECLA_LIMIT_DRAFT_TOP_K
+
 struct VerifyOutputs {
     float *logits = nullptr;   // (n - first_row) x vocab
     int32_t *argmax = nullptr; // n - first_row
+    TopTokens top;             // (n - first_row) rows
     RowFeatures features;      // in: n x D (every row); out: (n - first_row) x D
     int32_t first_row = 0;     // 0 <= first_row < n
 };

@@ -30,6 +30,17 @@ void token_logprobs(const float *logits, int32_t n_candidates, int32_t token, in
     }
 }
 
+void top_tokens(const float *logits, int32_t n_candidates, int32_t k, int32_t *ids, float *logp) {
+    const int32_t have = std::max(0, std::min(k, n_candidates));
+    bool any = false;
+    for (int32_t i = 0; i < n_candidates && !any; ++i) any = logits[i] > -std::numeric_limits<float>::infinity();
+    float unused = 0.f;
+    if (any && have > 0) token_logprobs(logits, n_candidates, 0, have, &unused, ids, logp);
+    for (int32_t i = 0; i < k; ++i)
+        if (i >= have || !any || logits[ids[i]] == -std::numeric_limits<float>::infinity())
+            ids[i] = -1, logp[i] = -std::numeric_limits<float>::infinity();
+}
+
 void LogprobRows::append(const float *logits, int32_t n_candidates, int32_t token, int32_t n_top) {
     logprobs.push_back(0.f);
     top_ids.resize(top_ids.size() + size_t(n_top));

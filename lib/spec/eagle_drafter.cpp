@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
 #include "util/seconds_since.h"
@@ -126,9 +127,21 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     tp.top_k = budget.top_k;
     tp.prune_margin = budget.prune_margin;
     tp.size_from_cost = budget.size_from_cost;
-    probs_.resize(size_t(V_));
-    distribution(last_logits_.data(), probs_.data());
-    builder_.start(tp, probs_.data(), V_, rng_, &cost_);
+    // Greedy: each row's top tokens are all the tree needs, taken where the logits are (on a GPU
+    // the backend returns k ids and log-probabilities per row, not vocab-sized rows to scan on
+    // the host). Sampled: whole distributions, which lossless acceptance needs.
+    const bool top = !rng_ && tp.top_k <= kMaxTopTokens;
+    const int32_t k = tp.top_k, n_cand = sampling_.candidates(V_);
+    if (top) {
+        top_ids_.resize(size_t(k));
+        top_logp_.resize(size_t(k));
+        top_tokens(last_logits_.data(), n_cand, k, top_ids_.data(), top_logp_.data());
+        builder_.start_top(tp, top_ids_.data(), top_logp_.data(), k, V_, &cost_);
+    } else {
+        probs_.resize(size_t(V_));
+        distribution(last_logits_.data(), probs_.data());
+        builder_.start(tp, probs_.data(), V_, rng_, &cost_);
+    }
 
     const size_t D = size_t(D_), V = size_t(V_);
     while (!builder_.frontier().empty()) {
@@ -163,10 +176,19 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
             const float *in = parent < 0 ? last_feature_.data() : predicted_.data() + size_t(parent) * D;
             std::memcpy(pass_in_.data() + size_t(r) * D, in, D * sizeof(float));
         }
-        pass_logits_.resize(size_t(m) * V);
         pass_features_.resize(size_t(m) * D);
         VerifyOutputs vo;
-        vo.logits = pass_logits_.data();
+        if (top) {
+            top_ids_.resize(size_t(m) * size_t(k));
+            top_logp_.resize(size_t(m) * size_t(k));
+            vo.top.k = k;
+            vo.top.n_candidates = n_cand;
+            vo.top.ids = top_ids_.data();
+            vo.top.logp = top_logp_.data();
+        } else {
+            pass_logits_.resize(size_t(m) * V);
+            vo.logits = pass_logits_.data();
+        }
         vo.features.in = pass_in_.data();
         vo.features.out = pass_features_.data();
         vo.first_row = first_row;
@@ -175,12 +197,16 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
         // Counted by the rows the builder asked for (its estimate of a level's cost is keyed so).
         cost_.observe_draft(m, seconds_since(t0));
 
-        probs_.resize(size_t(m) * V);
-        for (int32_t i = 0; i < m; ++i) {
+        for (int32_t i = 0; i < m; ++i)
             std::memcpy(predicted_.data() + size_t(front[size_t(i)]) * D, pass_features_.data() + size_t(i) * D,
                         D * sizeof(float));
-            distribution(pass_logits_.data() + size_t(i) * V, probs_.data() + size_t(i) * V);
+        if (top) {
+            builder_.expand_top(top_ids_.data(), top_logp_.data(), k);  // invalidates cands and front
+            continue;
         }
+        probs_.resize(size_t(m) * V);
+        for (int32_t i = 0; i < m; ++i)
+            distribution(pass_logits_.data() + size_t(i) * V, probs_.data() + size_t(i) * V);
         builder_.expand(probs_.data(), V_);  // invalidates cands and front
     }
     builder_.finish(&cost_, out, node_candidate_);

@@ -78,6 +78,8 @@ private:
 
     // Scratch of propose().
     std::vector<float> probs_, row_features_, pass_in_, pass_logits_, pass_features_, predicted_;
+    std::vector<int32_t> top_ids_;  // greedy drafting: each row's top tokens (TopTokens)
+    std::vector<float> top_logp_;
     std::vector<int32_t> pass_tokens_, pass_parents_, pass_candidates_, row_of_, node_candidate_;
 };
 

@@ -77,6 +77,7 @@
 #include <iterator>
 #include <limits>
 
+#include "engine/backend.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
 
@@ -185,8 +186,7 @@ bool PassCostModel::calibrated() const { return verify_.seconds.size() >= 2; }
 
 // ---- TreeBuilder -----------------------------------------------------------------------------
 
-void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng,
-                        const PassCostModel *cost) {
+void TreeBuilder::reset(const TreeParams &params, int32_t vocab, Rng *rng, const PassCostModel *cost) {
     require(params.top_k >= 1, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top_k must be >= 1 (got ", params.top_k,
             ")");
     require(params.max_nodes >= 0, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: max_nodes must be >= 0 (got ",
@@ -196,9 +196,6 @@ void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32
     require(!std::isnan(params.prune_margin), SPECLA_ERR_INVALID_ARGUMENT,
             "tree builder: prune_margin must not be NaN");
     require(vocab > 0, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: vocab must be positive (got ", vocab, ")");
-    require(root_probs != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: root_probs must not be NULL");
-    const double sum = checked_row_sum(root_probs, vocab, "root_probs", -1);
-
     params_ = params;
     vocab_ = vocab;
     rng_ = rng;
@@ -208,11 +205,31 @@ void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32
     prior_value_.clear();
     pass_rows_.assign(1, 1);
     level_begin_ = 0;
-    if (params_.max_depth >= 1 && params_.max_nodes >= 1)
-        add_children(-1, root_probs, sum, rng_ ? std::min(params_.top_k, params_.max_nodes) : params_.top_k);
+}
+
+void TreeBuilder::after_root() {
     best_score_ = -std::numeric_limits<float>::infinity();
     for (const TreeCandidate &c : candidates_) best_score_ = std::max(best_score_, c.score);
     compute_frontier();
+}
+
+void TreeBuilder::start(const TreeParams &params, const float *root_probs, int32_t vocab, Rng *rng,
+                        const PassCostModel *cost) {
+    require(root_probs != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: root_probs must not be NULL");
+    require(vocab > 0, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: vocab must be positive (got ", vocab, ")");
+    const double sum = checked_row_sum(root_probs, vocab, "root_probs", -1);
+    reset(params, vocab, rng, cost);
+    if (params_.max_depth >= 1 && params_.max_nodes >= 1)
+        add_children(-1, root_probs, sum, rng_ ? std::min(params_.top_k, params_.max_nodes) : params_.top_k);
+    after_root();
+}
+
+void TreeBuilder::start_top(const TreeParams &params, const int32_t *ids, const float *logp, int32_t k, int32_t vocab,
+                            const PassCostModel *cost) {
+    reset(params, vocab, nullptr, cost);
+    check_top_rows(ids, logp, k, 1);
+    if (params_.max_depth >= 1 && params_.max_nodes >= 1) add_ranked(-1, ids, logp, k, params_.top_k);
+    after_root();
 }
 
 const std::vector<int32_t> &TreeBuilder::frontier() const { return frontier_; }
@@ -227,14 +244,7 @@ void TreeBuilder::add_children(int32_t parent, const float *probs, double row_su
     for (size_t t = 0; t < v; ++t) normalised_[t] = float(double(probs[t]) / row_sum);
     const float *q = normalised_.data();
     const float parent_score = parent < 0 ? 0.f : candidates_[size_t(parent)].score;
-    const int32_t depth = parent < 0 ? 1 : candidates_[size_t(parent)].depth + 1;
-    auto add = [&](int32_t token) {
-        TreeCandidate c;
-        c.token = token, c.parent = parent, c.depth = depth;
-        c.logp = std::min(0.f, std::log(q[token]));
-        c.score = parent_score + c.logp;
-        candidates_.push_back(c);
-    };
+    auto add = [&](int32_t token) { push_candidate(parent, token, std::log(q[token])); };
 
     if (!rng_) {
         // The top max_children tokens of positive probability, most probable first.
@@ -273,6 +283,41 @@ void TreeBuilder::add_children(int32_t parent, const float *probs, double row_su
         add(token);
         available_[size_t(token)] = 0.f;
     }
+}
+
+void TreeBuilder::push_candidate(int32_t parent, int32_t token, float logp) {
+    TreeCandidate c;
+    c.token = token, c.parent = parent;
+    c.depth = parent < 0 ? 1 : candidates_[size_t(parent)].depth + 1;
+    c.logp = std::min(0.f, logp);
+    c.score = (parent < 0 ? 0.f : candidates_[size_t(parent)].score) + c.logp;
+    candidates_.push_back(c);
+}
+
+void TreeBuilder::add_ranked(int32_t parent, const int32_t *ids, const float *logp, int32_t k, int32_t max_children) {
+    for (int32_t i = 0; i < std::min(k, max_children); ++i) {
+        // A row's entries are in descending order: the first without a token or of probability
+        // 0 ends it.
+        if (ids[i] < 0 || logp[i] == -std::numeric_limits<float>::infinity()) return;
+        push_candidate(parent, ids[i], logp[i]);
+    }
+}
+
+void TreeBuilder::check_top_rows(const int32_t *ids, const float *logp, int32_t k, int32_t rows) const {
+    require(!rng_, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top-token rows are for greedy drafting");
+    require(k >= 1 && k <= kMaxTopTokens, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top-token rows of ", k,
+            " entries (1..", kMaxTopTokens, ")");
+    require(ids != nullptr && logp != nullptr, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top-token rows are NULL");
+    for (int32_t r = 0; r < rows; ++r)
+        for (int32_t i = 0; i < k; ++i) {
+            const int32_t id = ids[size_t(r) * size_t(k) + size_t(i)];
+            const float lp = logp[size_t(r) * size_t(k) + size_t(i)];
+            require(id >= -1 && id < vocab_ && !std::isnan(lp) && lp != std::numeric_limits<float>::infinity(),
+                    SPECLA_ERR_INVALID_ARGUMENT, "tree builder: top-token row ", r, " entry ", i, " is (", id, ", ",
+                    lp, "): ids in [-1, ", vocab_, "), log-probabilities not NaN or +inf");
+            require(i == 0 || lp <= logp[size_t(r) * size_t(k) + size_t(i) - 1], SPECLA_ERR_INVALID_ARGUMENT,
+                    "tree builder: top-token row ", r, " is not in descending order at entry ", i);
+        }
 }
 
 void TreeBuilder::compute_frontier() {
@@ -353,11 +398,25 @@ void TreeBuilder::expand(const float *probs, int32_t vocab) {
     for (size_t i = 0; i < frontier_.size(); ++i)
         sums[i] = checked_row_sum(probs + i * size_t(vocab_), vocab_, "probs", int32_t(i));
 
+    add_level([&](size_t i, int32_t parent, int32_t children) {
+        add_children(parent, probs + i * size_t(vocab_), sums[i], children);
+    });
+}
+
+void TreeBuilder::expand_top(const int32_t *ids, const float *logp, int32_t k) {
+    require(vocab_ > 0, SPECLA_ERR_STATE, "tree builder: expand_top() before start_top()");
+    require(!frontier_.empty(), SPECLA_ERR_STATE, "tree builder: expand_top() on a complete tree (empty frontier)");
+    check_top_rows(ids, logp, k, int32_t(frontier_.size()));  // before anything changes
+    add_level([&](size_t i, int32_t parent, int32_t children) {
+        add_ranked(parent, ids + i * size_t(k), logp + i * size_t(k), k, children);
+    });
+}
+
+void TreeBuilder::add_level(const std::function<void(size_t, int32_t, int32_t)> &add_row) {
     const std::vector<int32_t> expanded = frontier_, children = frontier_children_;
     const int32_t new_level = int32_t(candidates_.size());
     pass_rows_.push_back(int32_t(expanded.size()));
-    for (size_t i = 0; i < expanded.size(); ++i)
-        add_children(expanded[i], probs + i * size_t(vocab_), sums[i], children[i]);
+    for (size_t i = 0; i < expanded.size(); ++i) add_row(i, expanded[i], children[i]);
     level_begin_ = new_level;
     for (size_t i = size_t(new_level); i < candidates_.size(); ++i)
         best_score_ = std::max(best_score_, candidates_[i].score);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -80,6 +81,18 @@ public:
     // probs row i: the drafter's next-token probabilities after frontier()[i] (`vocab` floats).
     void expand(const float *probs, int32_t vocab);
     const std::vector<TreeCandidate> &candidates() const;
+
+    // Greedy drafting from each row's top tokens (engine/backend.h TopTokens: k ids per row, most
+    // probable first, id -1 for none, and their log-probabilities) instead of whole
+    // distributions: the same tree as start()/expand() build from the rows those tokens come
+    // from, when k >= params.top_k (up to the rounding of the log-probabilities, and but for
+    // tokens whose probability underflows in float, which the full rows drop). Greedy only: sampled
+    // drafting needs every row for lossless acceptance.
+    void start_top(const TreeParams &params, const int32_t *ids, const float *logp, int32_t k, int32_t vocab,
+                   const PassCostModel *cost = nullptr);
+    // Rows in frontier() order, k entries each.
+    void expand_top(const int32_t *ids, const float *logp, int32_t k);
+
     // The final tree: topological, ancestor-closed, at most max_nodes nodes (fewer when the cost
     // model says a smaller tree pays more); node_candidate[i] is the candidate index of node i.
     // cost may be null (then the budget decides).
@@ -91,7 +104,16 @@ public:
 private:
     void compute_frontier();
     bool level_pays() const;
+    // start()'s checks and clearing, without the root's children.
+    void reset(const TreeParams &params, int32_t vocab, Rng *rng, const PassCostModel *cost);
+    void after_root();
     void add_children(int32_t parent, const float *probs, double row_sum, int32_t max_children);
+    // Greedy: the first max_children entries of a top-token row of positive probability.
+    void add_ranked(int32_t parent, const int32_t *ids, const float *logp, int32_t k, int32_t max_children);
+    void push_candidate(int32_t parent, int32_t token, float logp);
+    void check_top_rows(const int32_t *ids, const float *logp, int32_t k, int32_t rows) const;
+    // A level of children: add_row(i, frontier()[i], children it may get) per frontier node.
+    void add_level(const std::function<void(size_t, int32_t, int32_t)> &add_row);
     double drafting_seconds(const PassCostModel &cost, int32_t levels) const;
     void finish_greedy(const PassCostModel *cost, std::vector<int32_t> &kept) const;
     void finish_sampled(const PassCostModel *cost, std::vector<int32_t> &kept) const;

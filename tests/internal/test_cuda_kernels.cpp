@@ -17,6 +17,7 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #else
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "backend/cpu/cpu_gdn.h"
@@ -27,11 +28,13 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
 #include "gemv_multi.cuh"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "model/safetensors.h"
 #include "norms.cuh"
 #include "sampling.cuh"
 #include "swiglu.cuh"
+#include "top_tokens.cuh"
 
 using namespace specla;
 using namespace cudatest;
@@ -762,6 +765,67 @@ TEST_CASE("cuda kernels: argmax and top-k/top-p sampling equal the host sampler"
         CHECK(mismatches == 0);
         (void)draws;
     }
+}
+
+TEST_CASE("cuda kernels: top tokens of logit rows equal the host's top_tokens") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("top tokens"));
+    int checked = 0;
+    for (int vocab : {7, 300, 32000}) {
+        for (int32_t k : {1, 4, 17, int32_t(kern::kMaxTopTokens)}) {
+            const int32_t rows = 1 + rnd.integer(0, 9);
+            const int32_t ld = vocab + rnd.integer(0, 3);  // rows padded beyond the vocabulary
+            std::vector<float> logits = rnd.normals(size_t(rows) * size_t(ld), 4.f);
+            const int32_t n_cand = rnd.integer(0, 3) == 0 ? std::max(1, vocab - 3) : vocab;  // a padded vocabulary
+            for (int32_t r = 0; r < rows; ++r) {
+                float *row = logits.data() + size_t(r) * size_t(ld);
+                // Ties (the lower id first), signed zeros equal, masked ids (-inf), padding that
+                // would win were it a candidate.
+                const int a = rnd.integer(0, vocab - 1), b = rnd.integer(0, vocab - 1);
+                row[a] = row[b] = 9.f;
+                if (vocab > 10) row[3] = -0.f, row[8] = 0.f;
+                if (r % 3 == 1) row[rnd.integer(0, vocab - 1)] = -INFINITY;
+                if (r % 4 == 3)  // a row with fewer finite candidates than k
+                    for (int32_t t = 0; t < vocab; ++t)
+                        if (t % 5 != 0) row[t] = -INFINITY;
+                for (int32_t t = n_cand; t < ld; ++t) row[t] = 100.f;
+            }
+            DevBuf<float> dl(logits);
+            DevBuf<int32_t> ids(size_t(rows) * size_t(k));
+            DevBuf<float> logp(size_t(rows) * size_t(k));
+            ids.poison();
+            logp.poison();
+            CK(kern::launch_top_tokens(dl.p, ld, rows, n_cand, k, ids.p, logp.p, nullptr));
+            CK(cudaDeviceSynchronize());
+            const std::vector<int32_t> got_ids = ids.download();
+            const std::vector<float> got_logp = logp.download();
+            for (int32_t r = 0; r < rows; ++r) {
+                std::vector<int32_t> want_ids(static_cast<size_t>(k));
+                std::vector<float> want_logp(static_cast<size_t>(k));
+                specla::top_tokens(logits.data() + size_t(r) * size_t(ld), n_cand, k, want_ids.data(), want_logp.data());
+                for (int32_t i = 0; i < k; ++i) {
+                    CAPTURE(vocab);
+                    CAPTURE(k);
+                    CAPTURE(r);
+                    CAPTURE(i);
+                    CHECK(got_ids[size_t(r) * size_t(k) + size_t(i)] == want_ids[size_t(i)]);
+                    const float g = got_logp[size_t(r) * size_t(k) + size_t(i)], w = want_logp[size_t(i)];
+                    if (std::isinf(w)) CHECK(g == w);
+                    else CHECK(std::fabs(g - w) <= 1e-5f * std::max(1.f, std::fabs(w)));
+                    ++checked;
+                }
+            }
+        }
+    }
+    MESSAGE(checked << " top-token entries equal to the host's");
+    // Out-of-range requests are refused, not launched.
+    DevBuf<float> one(std::vector<float>(8, 0.f));
+    DevBuf<int32_t> ids(128);
+    DevBuf<float> lp(128);
+    CHECK(kern::launch_top_tokens(one.p, 8, 1, 8, 0, ids.p, lp.p, nullptr) == cudaErrorInvalidValue);
+    CHECK(kern::launch_top_tokens(one.p, 8, 1, 8, kern::kMaxTopTokens + 1, ids.p, lp.p, nullptr) ==
+          cudaErrorInvalidValue);
+    CHECK(kern::launch_top_tokens(one.p, 4, 1, 8, 2, ids.p, lp.p, nullptr) == cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "engine/model.h"
@@ -110,6 +111,42 @@ TEST_CASE("logprobs: token_logprobs is the log-softmax, the top entries in order
         for (int32_t k = 0; k < n_top; ++k) {
             CHECK(ids[size_t(k)] == order[size_t(k)]);
             CHECK(std::abs(tops[size_t(k)] - ref[size_t(order[size_t(k)])]) < 1e-5);
+        }
+    }
+}
+
+TEST_CASE("logprobs: top_tokens is token_logprobs' top entries, with zero-probability and missing slots marked") {
+    std::mt19937 rng(0x70b5u);
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int trial = 0; trial < 50; ++trial) {
+        const int32_t n = 1 + int32_t(rng() % 60);
+        std::normal_distribution<float> nd(0.f, 3.f);
+        std::vector<float> row(static_cast<size_t>(n));
+        for (float &x : row) x = nd(rng);
+        for (float &x : row)
+            if (rng() % 4 == 0) x = ninf;  // masked ids: probability 0
+        if (trial % 10 == 0) std::fill(row.begin(), row.end(), ninf);  // nothing to draft
+        const int32_t k = 1 + int32_t(rng() % 80);  // also more slots than candidates
+        std::vector<int32_t> ids(static_cast<size_t>(k));
+        std::vector<float> lp(static_cast<size_t>(k));
+        top_tokens(row.data(), n, k, ids.data(), lp.data());
+        int32_t finite = 0;
+        for (float x : row) finite += x > ninf;
+        const int32_t have = std::min(k, finite);
+        std::vector<int32_t> ref_ids(static_cast<size_t>(have));
+        std::vector<float> ref_lp(static_cast<size_t>(have));
+        float unused = 0;
+        if (have > 0) token_logprobs(row.data(), n, 0, have, &unused, ref_ids.data(), ref_lp.data());
+        for (int32_t i = 0; i < k; ++i) {
+            CAPTURE(trial);
+            CAPTURE(i);
+            if (i < have) {
+                CHECK(ids[size_t(i)] == ref_ids[size_t(i)]);
+                CHECK(lp[size_t(i)] == ref_lp[size_t(i)]);
+            } else {
+                CHECK(ids[size_t(i)] == -1);
+                CHECK(lp[size_t(i)] == ninf);
+            }
         }
     }
 }

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 #include "spec/accept.h"
@@ -220,6 +221,114 @@ TEST_CASE("tree builder: structure of greedy and sampled trees on random drafter
         // while drawing.
         CHECK(s.tree.size() == int32_t(s.candidates.size()));
     }
+}
+
+TEST_CASE("tree builder: greedy trees from top-token rows equal those from whole distributions") {
+    const uint64_t seed = test::fresh_seed();
+    MESSAGE("top-token rows: seed " << seed << " (set SPECLA_TEST_SEED to replay)");
+    Rng r(seed);
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int trial = 0; trial < 200; ++trial) {
+        // A drafter whose row depends on the depth and the last token: two different paths never
+        // share their multiset of transitions, so no two scores tie exactly (a tie would let the
+        // two forms' roundings order them differently). Log-weights from a continuous range, some
+        // ids of probability 0.
+        const int32_t vocab = 2 + int32_t(r.next() % 40);
+        const size_t V = size_t(vocab);
+        TreeParams params;
+        params.top_k = 1 + int32_t(r.next() % 6);
+        params.max_nodes = int32_t(r.next() % 40);
+        params.max_depth = int32_t(r.next() % 7);
+        params.prune_margin = r.uniform() < 0.3 ? 0.f : float(6.0 * r.uniform());
+        params.size_from_cost = false;
+        const int32_t k = params.top_k + int32_t(r.next() % 3);  // rows may carry more than top_k
+        std::vector<float> rows((size_t(params.max_depth) + 1) * V * V);  // [depth][last token][next]
+        for (size_t i = 0; i < rows.size(); i += V) {
+            for (size_t t = 0; t < V; ++t) rows[i + t] = r.uniform() < 0.2 ? 0.f : float(std::exp(6.0 * r.uniform()));
+            rows[i + r.next() % V] = float(std::exp(6.0 + r.uniform()));  // never empty
+        }
+        const std::vector<float> root = [&] {
+            std::vector<float> w(V);
+            for (size_t t = 0; t < V; ++t) w[t] = float(std::exp(6.0 * r.uniform()));
+            return w;
+        }();
+        auto after = [&](const TreeBuilder &b, int32_t f) {
+            const TreeCandidate &c = b.candidates()[size_t(f)];
+            return rows.data() + (size_t(c.depth) * V + size_t(c.token)) * V;
+        };
+        CAPTURE(trial);
+        CAPTURE(vocab);
+        CAPTURE(params.top_k);
+        CAPTURE(k);
+
+        Built full;
+        {
+            TreeBuilder b;
+            b.start(params, root.data(), vocab, nullptr);
+            std::vector<float> probs;
+            while (!b.frontier().empty()) {
+                probs.clear();
+                for (const int32_t f : b.frontier()) probs.insert(probs.end(), after(b, f), after(b, f) + V);
+                b.expand(probs.data(), vocab);
+            }
+            b.finish(nullptr, full.tree, full.node_candidate);
+            full.candidates = b.candidates();
+        }
+        // The same drafter as logits (log of the weights: an unnormalised log-softmax input).
+        auto top_of = [&](const float *probs, int32_t *ids, float *logp) {
+            std::vector<float> logits(V);
+            for (size_t t = 0; t < V; ++t) logits[t] = probs[t] > 0.f ? std::log(probs[t]) : ninf;
+            top_tokens(logits.data(), vocab, k, ids, logp);
+        };
+        Built top;
+        {
+            TreeBuilder b;
+            std::vector<int32_t> ids(static_cast<size_t>(k));
+            std::vector<float> logp(static_cast<size_t>(k));
+            top_of(root.data(), ids.data(), logp.data());
+            b.start_top(params, ids.data(), logp.data(), k, vocab);
+            while (!b.frontier().empty()) {
+                const size_t m = b.frontier().size();
+                ids.resize(m * size_t(k));
+                logp.resize(m * size_t(k));
+                for (size_t i = 0; i < m; ++i)
+                    top_of(after(b, b.frontier()[i]), ids.data() + i * size_t(k), logp.data() + i * size_t(k));
+                b.expand_top(ids.data(), logp.data(), k);
+            }
+            b.finish(nullptr, top.tree, top.node_candidate);
+            top.candidates = b.candidates();
+        }
+        INFO("full: ", show(full.tree), " top: ", show(top.tree));
+        CHECK(top.tree.tokens == full.tree.tokens);
+        CHECK(top.tree.parents == full.tree.parents);
+        REQUIRE(top.candidates.size() == full.candidates.size());
+        for (size_t c = 0; c < top.candidates.size(); ++c) {
+            CHECK(top.candidates[c].token == full.candidates[c].token);
+            CHECK(top.candidates[c].parent == full.candidates[c].parent);
+            CHECK(top.candidates[c].score == doctest::Approx(full.candidates[c].score).epsilon(1e-5));
+        }
+    }
+    // Bad rows are refused before anything changes; sampled drafting cannot use them.
+    TreeBuilder b;
+    TreeParams params;
+    const int32_t ok_ids[2] = {1, 0};
+    const float ok_lp[2] = {-0.5f, -1.f};
+    b.start_top(params, ok_ids, ok_lp, 2, 4);
+    const size_t before = b.candidates().size();
+    const std::vector<int32_t> bad_ids(b.frontier().size() * 2, 4);  // id == vocab
+    const std::vector<float> lps(b.frontier().size() * 2, -1.f);
+    Caught c = caught([&] { b.expand_top(bad_ids.data(), lps.data(), 2); });
+    CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(c.message.find("top-token row") != std::string::npos);
+    CHECK(b.candidates().size() == before);
+    const float rising[2] = {-2.f, -1.f};
+    c = caught([&] { b.start_top(params, ok_ids, rising, 2, 4); });
+    CHECK(c.message.find("descending") != std::string::npos);
+    const float nan_lp[2] = {std::nanf(""), -1.f};
+    c = caught([&] { b.start_top(params, ok_ids, nan_lp, 2, 4); });
+    CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
+    c = caught([&] { b.start_top(params, ok_ids, ok_lp, 0, 4); });
+    CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
 }
 
 // ==== the greedy tree of a hand-made distribution set ==========================================

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tree.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "util/cpu_count.h"
 #include "util/error.h"
@@ -149,16 +150,28 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.plan = &plan;
     pass.features_in = out.features.in;
     const int32_t first = out.first_row;
-    pass.logits_from = out.logits || out.argmax ? first : n;
+    const bool top = out.top.k > 0;
+    require(!top || (out.top.k <= kMaxTopTokens && out.top.ids && out.top.logp && out.top.n_candidates >= 0 &&
+                     out.top.n_candidates <= config_.vocab_size),
+            SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request");
+    pass.logits_from = out.logits || out.argmax || top ? first : n;
     pass.argmax = out.argmax != nullptr;
     pass.features_from = out.features.out ? first : n;
-    // The argmax is taken from logits: into scratch when the caller wants only the argmax.
+    // The argmax and the top tokens are taken from logits: into scratch when the caller wants
+    // only those.
+    const size_t V = size_t(config_.vocab_size);
     float *logits = out.logits;
-    if (!logits && out.argmax) {
-        st.verify_logits.resize(size_t(n - first) * size_t(config_.vocab_size));
+    if (!logits && (out.argmax || top)) {
+        st.verify_logits.resize(size_t(n - first) * V);
         logits = st.verify_logits.data();
     }
     run_pass(st, pass, logits, out.argmax, out.features.out);
+    if (top) {
+        const size_t k = size_t(out.top.k);
+        for (int32_t r = 0; r < n - first; ++r)
+            top_tokens(logits + size_t(r) * V, out.top.n_candidates, out.top.k, out.top.ids + size_t(r) * k,
+                       out.top.logp + size_t(r) * k);
+    }
     st.commit.verified(n);
 }
 

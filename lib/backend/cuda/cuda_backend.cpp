@@ -44,6 +44,8 @@ CudaSequenceState::~CudaSequenceState() {
     if (h_tree_tables) (void)cudaFreeHost(h_tree_tables);
     if (h_desc) (void)cudaFreeHost(h_desc);
     if (h_verify_argmax) (void)cudaFreeHost(h_verify_argmax);
+    if (h_top_ids) (void)cudaFreeHost(h_top_ids);
+    if (h_top_logp) (void)cudaFreeHost(h_top_logp);
     if (h_features) (void)cudaFreeHost(h_features);
     if (desc_event) (void)cudaEventDestroy(desc_event);
     (void)cudaGetLastError();

@@ -140,6 +140,11 @@ struct CudaSequenceState final : SequenceState {
     size_t tree_tables_count = 0;
     int32_t *h_tree_tables = nullptr, *h_desc = nullptr;  // pinned mirrors
     unsigned long long *h_verify_argmax = nullptr;
+    // Top tokens of a pass's output rows (VerifyOutputs::top): [F][kMaxTopTokens] ids then logps,
+    // on the device and their pinned mirror.
+    ArenaBuffer top_buf;
+    int32_t *top_ids = nullptr, *h_top_ids = nullptr;
+    float *top_logp = nullptr, *h_top_logp = nullptr;
     cudaEvent_t desc_event = nullptr;         // the last descriptor upload (h_desc reusable after it)
     ArenaBuffer snap_buf;                     // hybrid branch-point states of one layer (grows)
     int32_t snap_slots = 0;

@@ -23,6 +23,7 @@
 #include "embedding.cuh"
 #include "gdn_verify.cuh"
 #include "gemv_multi.cuh"
+#include "top_tokens.cuh"
 #include "util/log.h"
 
 namespace specla {
@@ -69,6 +70,12 @@ void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits
     st.alloc_pinned(st.h_tree_tables, size_t(tl.total) * 4, "cudaHostAlloc");
     st.alloc_pinned(st.h_desc, (2 + F) * 4, "cudaHostAlloc");
     st.alloc_pinned(st.h_verify_argmax, F * 8, "cudaHostAlloc");
+    const size_t top_n = F * size_t(kMaxTopTokens);
+    st.top_buf = ArenaBuffer(*arena_, top_n * 8, "top tokens");
+    st.top_ids = st.top_buf.as<int32_t>();
+    st.top_logp = reinterpret_cast<float *>(st.top_ids + top_n);
+    st.alloc_pinned(st.h_top_ids, top_n * 4, "cudaHostAlloc");
+    st.alloc_pinned(st.h_top_logp, top_n * 4, "cudaHostAlloc");
     check(cudaEventCreateWithFlags(&st.desc_event, cudaEventDisableTiming), "cudaEventCreate");
     check(cudaMemsetAsync(st.desc, 0, (2 + F) * 4, st.stream), "cudaMemsetAsync(desc)");
 }
@@ -246,10 +253,26 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
         check(cudaMemcpyAsync(out.logits, st.logits + size_t(first) * size_t(vocab), size_t(n - first) * size_t(vocab) * 4,
                               cudaMemcpyDeviceToHost, st.stream),
               "copy logits");
+    const int32_t top_k = out.top.k, rows = n - first;
+    if (top_k > 0) {
+        require(top_k <= kMaxTopTokens && out.top.ids && out.top.logp && out.top.n_candidates >= 0 &&
+                    out.top.n_candidates <= vocab,
+                SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request");
+        check(kern::launch_top_tokens(st.logits + size_t(first) * size_t(vocab), vocab, rows, out.top.n_candidates,
+                                      top_k, st.top_ids, st.top_logp, st.stream),
+              "top tokens");
+        const size_t bytes = size_t(rows) * size_t(top_k) * 4;
+        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
+        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top logps");
+    }
     copy_features(st, first, n, out.features.out);
     check(cudaStreamSynchronize(st.stream), "verify_tree");
     if (out.argmax)
         for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_verify_argmax[t]);
+    if (top_k > 0) {
+        std::memcpy(out.top.ids, st.h_top_ids, size_t(rows) * size_t(top_k) * 4);
+        std::memcpy(out.top.logp, st.h_top_logp, size_t(rows) * size_t(top_k) * 4);
+    }
     st.last_set = set;
     st.commit.verified(n);
     st.verified_parents.assign(parents, parents + n);
@@ -348,7 +371,7 @@ SessionMemory CudaBackend::session_memory(const SequenceState &state) const {
     SessionMemory m;
     m.state_bytes = dev(p->state_buf) + dev(p->conv_buf);
     m.factor_bytes = dev(p->factor_buf);
-    m.scratch_bytes = dev(p->scratch_buf) + dev(p->verify_buf) + dev(p->snap_buf);
+    m.scratch_bytes = dev(p->scratch_buf) + dev(p->verify_buf) + dev(p->top_buf) + dev(p->snap_buf);
     m.device_bytes = m.state_bytes + m.factor_bytes + m.scratch_bytes;
     m.scratch_bytes += p->pinned_bytes;
     m.host_bytes = p->pinned_bytes;
