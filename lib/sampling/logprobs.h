@@ -20,8 +20,9 @@ void token_logprobs(const float *logits, int32_t n_candidates, int32_t token, in
 
 // The k most likely of the first n_candidates ids (k >= 1, any size: slots past the candidates,
 // and candidates of logit -inf, probability 0, are id -1 with logp -inf), most likely first (ties:
-// lower id first), with their log-probabilities as token_logprobs gives them: what greedy drafting
-// needs of a row (engine/backend.h TopTokens; the device form is kernels/top_tokens.cuh).
+// lower id first), with their log-probabilities as token_logprobs gives them (within float
+// rounding: the exponentials are taken in float): what greedy drafting needs of a row
+// (engine/backend.h TopTokens; the device form is kernels/top_tokens.cuh).
 void top_tokens(const float *logits, int32_t n_candidates, int32_t k, int32_t *ids, float *logp);
 
 // What a generation reports per emitted token when asked: one logprob per token, and n_top

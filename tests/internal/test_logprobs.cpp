@@ -115,7 +115,7 @@ TEST_CASE("logprobs: token_logprobs is the log-softmax, the top entries in order
     }
 }
 
-TEST_CASE("logprobs: top_tokens is token_logprobs' top entries, with zero-probability and missing slots marked") {
+TEST_CASE("logprobs: top_tokens gives token_logprobs' top entries, with zero-probability and missing slots marked") {
     std::mt19937 rng(0x70b5u);
     const float ninf = -std::numeric_limits<float>::infinity();
     for (int trial = 0; trial < 50; ++trial) {
@@ -142,7 +142,7 @@ TEST_CASE("logprobs: top_tokens is token_logprobs' top entries, with zero-probab
             CAPTURE(i);
             if (i < have) {
                 CHECK(ids[size_t(i)] == ref_ids[size_t(i)]);
-                CHECK(lp[size_t(i)] == ref_lp[size_t(i)]);
+                CHECK(std::abs(lp[size_t(i)] - ref_lp[size_t(i)]) <= 1e-5f * std::max(1.f, std::abs(ref_lp[size_t(i)])));
             } else {
                 CHECK(ids[size_t(i)] == -1);
                 CHECK(lp[size_t(i)] == ninf);
