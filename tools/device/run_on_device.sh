@@ -322,7 +322,7 @@ has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda ba
 # copy into the stage, an order it does not follow through the stage's "empty" mbarrier (every
 # consumer warp arrives after its reads; the producer waits for that phase before it issues the
 # copy).
-has racecheck && sanitize racecheck "cuda kernels: chunk*,cuda kernels: block conv*,cuda kernels: recurrent*,cuda kernels: in_proj*,cuda backend: decoding*" \
+has racecheck && sanitize racecheck "cuda kernels: chunk*,cuda kernels: block conv*,cuda kernels: recurrent*,cuda kernels: in_proj*,cuda kernels: top tokens*,cuda backend: decoding*" \
     "${SPECLA_RACECHECK_LIMIT:-120}" racecheck
 has racecheck && sanitize racecheck "cuda kernels: bf16 GEMV*" "${SPECLA_RACECHECK_LIMIT:-120}" racecheck_gemv
 
