@@ -153,9 +153,11 @@ public:
     // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
     // uniform variate `u` in [0, 1), following lib/sampling/sampler.h exactly (the GPU samples on
     // the device so that only the token id crosses to the host); `logits` (may be null) receives
-    // the step's logits.
+    // the step's logits, `features` (may be null) the fed token's output feature (hidden_size
+    // floats, as eval_chain's RowFeatures::out: what a drafter reading features needs of a plain
+    // step).
     virtual int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling,
-                                      double u, float *logits) = 0;
+                                      double u, float *logits, float *features = nullptr) = 0;
 
     // Speculative verification: evaluate every node of a draft tree (topological, parents[i] < i,
     // -1 = child of the committed context) on top of the committed state without changing it,

@@ -75,7 +75,8 @@ void Session::eval(const int32_t *tokens, size_t n, LogitsRows rows, float *logi
     last_logits_valid_ = true;
 }
 
-int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row) {
+int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row,
+                                   float *features) {
     validate_tokens(config(), &token, 1);
     flush_pending();
     int32_t next;
@@ -85,25 +86,26 @@ int32_t Session::decode_and_sample(int32_t token, const SamplingConfig &sampling
         // the same rule, with the transformations that read the history (the context with the
         // token just fed). Cost on the GPU: one vocab-wide logits copy per token plus the host
         // sampler, instead of an on-device argmax or draw.
-        model_->backend().decode_and_sample(*state_, token, SamplingConfig{}, u, last_logits_.data());
+        model_->backend().decode_and_sample(*state_, token, SamplingConfig{}, u, last_logits_.data(), features);
         context_.push_back(token);
         last_logits_valid_ = false;
         if (row) *row = last_logits_.data();
         return sample_token(last_logits_.data(), config().vocab_size, sampling, History::of(context_), u);
     }
-    next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr);
+    next = model_->backend().decode_and_sample(*state_, token, sampling, u, nullptr, features);
     context_.push_back(token);
     last_logits_valid_ = false;
     return next;
 }
 
-int32_t Session::sample_next(const SamplingConfig &sampling, double u, const float **row) {
+int32_t Session::sample_next(const SamplingConfig &sampling, double u, const float **row, float *features) {
     if (pending_) {
         const int32_t t = *pending_;
         pending_.reset();
         context_.pop_back();  // decode_and_sample records it again
-        return decode_and_sample(t, sampling, u, row);
+        return decode_and_sample(t, sampling, u, row, features);
     }
+    require(features == nullptr, SPECLA_ERR_INTERNAL, "sample_next: features asked for without a token to feed");
     require(last_logits_valid_, SPECLA_ERR_STATE,
             "the session has no logits for its last token: pass a non-empty prompt");
     if (row) *row = last_logits_.data();

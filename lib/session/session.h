@@ -36,13 +36,17 @@ public:
     // Feed one token and choose the next (device-side sampling where the backend has it; on the
     // host when the config restricts the candidate ids, which backends do not know about).
     // row (may be null): receives the logits the choice read (vocab floats, valid until the
-    // session changes); asking for them makes the choice on the host.
-    int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row = nullptr);
+    // session changes); asking for them makes the choice on the host. features (may be null):
+    // the fed token's output feature (hidden_size floats), as eval's.
+    int32_t decode_and_sample(int32_t token, const SamplingConfig &sampling, double u, const float **row = nullptr,
+                              float *features = nullptr);
 
     // Next token after the current context with the given sampler: from the pending token if
     // there is one, else from the logits kept by the last eval. SPECLA_ERR_STATE when neither.
-    // row: as for decode_and_sample.
-    int32_t sample_next(const SamplingConfig &sampling, double u, const float **row = nullptr);
+    // row, features: as for decode_and_sample (features only with a pending token: it is the
+    // token fed).
+    int32_t sample_next(const SamplingConfig &sampling, double u, const float **row = nullptr,
+                        float *features = nullptr);
 
     // Remember a chosen token without feeding it yet.
     void set_pending(int32_t token);
@@ -102,8 +106,9 @@ public:
     void copy_from(Session &source);
 
     // What the speculation gate (spec/spec_gate.h) of this session's last speculative generation
-    // measured, for decoding steps (with_features false) and for verifications of the pending
-    // token alone (what a plain step is for a drafter that reads features). The next generation
+    // measured, for decoding steps (with_features false) and for decoding steps that also return
+    // the fed token's feature (what a plain step is for a drafter that reads features; its
+    // drafter catches up on those features at the next pass). The next generation
     // starts from it: no plain probe, and where speculation with the same drafter had lost, the
     // rest of its back-off before probing again (generations of a few dozen tokens would
     // otherwise each pay a probe of a drafter that loses). Kept across reset(): these are costs

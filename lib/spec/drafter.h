@@ -33,8 +33,8 @@ public:
     virtual void observe_accepted(const std::vector<int32_t> &context) {}
 
     // Drafters that read the target's features (spec/eagle_drafter.md) say so here; generation
-    // then hands them the feature of every token the target consumes (observe_features) and
-    // verifies every step, also an empty draft, so that none is missed.
+    // then hands them the feature of every token the target consumes (observe_features), from
+    // verification passes and plain decoding steps alike, so that none is missed.
     virtual bool wants_features() const { return false; }
     // The target's features (hidden_size floats per row) after the tokens at context positions
     // first_position, first_position + 1, ... (0-based), in the order the target consumed them.

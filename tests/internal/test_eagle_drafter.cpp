@@ -4,6 +4,8 @@
 // without features are empty until features arrive.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 #include "engine/model.h"
@@ -107,4 +109,72 @@ TEST_CASE("EAGLE drafter: its committed state is the chain over the true feature
         INFO("sampled ", sampled, ": drafter state rel err ", err, " after ", stats.steps, " steps");
         CHECK(err <= 1e-4);
     }
+}
+
+namespace {
+
+// Forwards to a drafter and records the features it is handed, by context position.
+struct FeatureLog final : Drafter {
+    Drafter &inner;
+    size_t D;
+    std::vector<int64_t> positions;
+    std::vector<float> rows;
+    FeatureLog(Drafter &d, size_t hidden) : inner(d), D(hidden) {}
+    void propose(const std::vector<int32_t> &c, const DraftBudget &b, DraftTree &out) override { inner.propose(c, b, out); }
+    void observe_accepted(const std::vector<int32_t> &c) override { inner.observe_accepted(c); }
+    bool wants_features() const override { return inner.wants_features(); }
+    void observe_features(int64_t first, const float *f, int32_t n) override {
+        for (int32_t i = 0; i < n; ++i) positions.push_back(first + i);
+        rows.insert(rows.end(), f, f + size_t(n) * D);
+        inner.observe_features(first, f, n);
+    }
+    void begin_generation(const SamplingConfig &s, Rng *rng) override { inner.begin_generation(s, rng); }
+    void end_generation() override { inner.end_generation(); }
+    void observe_verify_pass(int32_t n, double s) override { inner.observe_verify_pass(n, s); }
+};
+
+}  // namespace
+
+TEST_CASE("EAGLE drafter: plain steps the gate takes hand the drafter every token's true feature") {
+    auto target = test::load_fixture_model("gdn_tiny_a");
+    auto eagle = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+    const size_t D = size_t(target->config().hidden_size);
+    std::mt19937_64 rng(5);
+    std::vector<int32_t> prompt(12);
+    for (int32_t &t : prompt) t = int32_t(rng() % 512);
+    GenerateOptions g;
+    g.max_tokens = 120;
+    Session plain(target, SessionLimits());
+    const std::vector<int32_t> want = generate(plain, prompt.data(), prompt.size(), g);
+
+    SpecOptions so;
+    so.gen = g;
+    so.budget = DraftBudget{8, 4, 2, 8.f, false};
+    so.speculation_min_gain = 1e6;  // speculation never pays: probes between plain back-offs
+    Session s(target, SessionLimits());
+    FeatureLog log(*eagle, D);
+    SpecStats stats;
+    const std::vector<int32_t> got = generate_speculative(s, log, prompt.data(), prompt.size(), so, stats);
+    CHECK(got == want);
+    CHECK(stats.plain_steps >= 60);
+    CHECK(stats.steps >= 9);  // the first probe, then at least one after a back-off
+
+    // Every consumed position once, in order: the prompt's, then each step's.
+    REQUIRE(!log.positions.empty());
+    for (size_t i = 0; i < log.positions.size(); ++i) CHECK(log.positions[i] == int64_t(i));
+    const size_t n = log.positions.size();
+    CHECK(n == prompt.size() + got.size() - 1);  // the last emitted token is not consumed yet
+    // ... and each is the target's feature there (a block evaluation of the same tokens).
+    std::vector<int32_t> seq = prompt;
+    seq.insert(seq.end(), got.begin(), got.end() - 1);
+    Session ref(target, SessionLimits());
+    std::vector<float> want_f(seq.size() * D), logits(size_t(target->config().vocab_size));
+    ref.eval(seq.data(), seq.size(), LogitsRows::Last, logits.data(), want_f.data());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < n * D; ++i) {
+        worst = std::max(worst, double(std::fabs(log.rows[i] - want_f[i])));
+        scale = std::max(scale, double(std::fabs(want_f[i])));
+    }
+    MESSAGE("features of " << n << " positions, max abs error " << worst << " of max " << scale);
+    CHECK(worst <= 1e-4 * scale);
 }

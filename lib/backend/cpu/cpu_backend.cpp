@@ -125,10 +125,12 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
 }
 
 int32_t CpuBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
-                                      float *logits) {
+                                      float *logits, float *features) {
     auto &st = static_cast<CpuSequenceState &>(state);
     float *row = logits ? logits : st.step_logits.data();
-    eval_chain(st, &token, 1, LogitsRows::Last, row);
+    RowFeatures rf;
+    rf.out = features;
+    eval_chain(st, &token, 1, LogitsRows::Last, row, rf);
     return sample_token(row, config_.vocab_size, sampling, u);
 }
 

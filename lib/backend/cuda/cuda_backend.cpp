@@ -338,7 +338,7 @@ void CudaBackend::run_decode(CudaSequenceState &st) {
 }
 
 int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
-                                       float *logits) {
+                                       float *logits, float *features) {
     CudaSequenceState &st = cast(state);
     DeviceGuard g(device_);
     const int32_t vocab = config_.vocab_size;
@@ -346,6 +346,7 @@ int32_t CudaBackend::decode_and_sample(SequenceState &state, int32_t token, cons
     // it, which this function always does; h_tokens is therefore free to overwrite.
     st.h_tokens[0] = token;
     run_decode(st);
+    copy_features(st, 0, 1, features);  // the captured step leaves the row in h like a block's
     int32_t result;
     if (sampling.greedy()) {
         if (logits)
