@@ -293,10 +293,10 @@ type SpecOptions struct {
 	TreeTopK        int32   // children per expanded node and nodes expanded per depth; 0 = the default (4)
 	TreePruneMargin float32 // nats behind the best path's log-probability; 0 = the default (8); < 0: no pruning
 	FillDraftBudget bool    // always fill MaxDraftNodes (default: size trees from the measured pass costs)
-	// Plain steps while speculation measures below this multiple of plain decoding's tokens/s;
-	// 0 = the default (1).
+	// Greedy generations take plain steps while speculation measures below this multiple of
+	// plain decoding's tokens/s (sampled ones always speculate); 0 = the default (1).
 	SpeculationMinGain float64
-	AlwaysSpeculate    bool // never take plain steps (a seeded sampled run then repeats exactly)
+	AlwaysSpeculate    bool // never take plain steps
 }
 
 // DefaultSpecOptions returns the library's defaults (greedy).

@@ -41,8 +41,8 @@ class SpecOptions:
     tree_top_k: Optional[int] = None           # EAGLE: children per node [4]
     tree_prune_margin: Optional[float] = None  # EAGLE: nats from the best path [8]
     tree_size_from_cost: Optional[bool] = None  # EAGLE: node count from measured costs [True]
-    # plain steps while speculation measures below this multiple of plain decoding's tokens/s;
-    # 0: always speculate (a seeded sampled run then repeats exactly) [1.0]
+    # greedy generations take plain steps while speculation measures below this multiple of
+    # plain decoding's tokens/s (sampled ones always speculate); 0: always speculate [1.0]
     speculation_min_gain: Optional[float] = None
 
 
