@@ -15,6 +15,12 @@ void Backend::commit_path(SequenceState &, const int32_t *, int32_t, bool) {
 
 void Backend::flush_commit(SequenceState &) {}
 
+void check_top_tokens(const TopTokens &top, int32_t vocab) {
+    require(top.k <= kMaxTopTokens && top.ids && top.logp && top.n_candidates >= 0 && top.n_candidates <= vocab,
+            SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request (k ", top.k, ", ", top.n_candidates,
+            " candidates of ", vocab, ")");
+}
+
 void Backend::copy_state(SequenceState &, SequenceState &) {
     fail(SPECLA_ERR_UNSUPPORTED, "copying a session state is not available on this backend yet");
 }

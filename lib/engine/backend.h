@@ -85,9 +85,9 @@ struct RowFeatures {
 // rows); a drafter's per-level passes ask only for the newest level's rows.
 // The k most probable tokens of each output row, most probable first (the larger logit, the lower
 // id on ties), and their log-probabilities under the softmax of the row's first n_candidates
-// logits (sampling/logprobs.h token_logprobs, the reference): what greedy drafting needs of a
-// row, computed where the logits are (on a GPU, no vocab-sized row crosses to the host). Slots
-// beyond n_candidates: id -1, logp -inf.
+// logits (sampling/logprobs.h top_tokens, the reference): what greedy drafting needs of a row,
+// computed where the logits are (on a GPU, no vocab-sized row crosses to the host). Slots beyond
+// n_candidates, and ids of logit -inf: id -1, logp -inf.
 struct TopTokens {
     int32_t k = 0;             // 0: not asked for; else 1..kMaxTopTokens
     int32_t n_candidates = 0;  // ids >= this are not tokens (a padded vocabulary)
@@ -95,6 +95,8 @@ struct TopTokens {
     float *logp = nullptr;     // (n - first_row) x k
 };
 constexpr int32_t kMaxTopTokens = 64;  // SPECLA_LIMIT_DRAFT_TOP_K
+// A backend's check of a request with k > 0 (an engine caller's mistake: SPECLA_ERR_INTERNAL).
+void check_top_tokens(const TopTokens &top, int32_t vocab);
 
 struct VerifyOutputs {
     float *logits = nullptr;   // (n - first_row) x vocab

@@ -81,8 +81,7 @@ private:
     bool prefill();
     void plain_step(GenerationStep &step);
     // One speculative pass, or with draft false a plain step the gate chose (no draft: a
-    // decoding step, or for a drafter that reads features a verification of the pending token
-    // alone, which returns its feature).
+    // decoding step, which also returns the fed token's feature to a drafter that reads them).
     void speculative_pass(GenerationStep &step, bool draft);
     // Emits one token: text, hook, stop conditions, its logprobs from `row` (the logits it was
     // chosen from; read only when GenerateOptions::logprobs). Returns why it ends the

@@ -52,7 +52,7 @@ void top_tokens(const float *logits, int32_t n_candidates, int32_t k, int32_t *i
         const float lse = float(double(mx) + std::log(sum));
         for (int32_t i = 0; i < have; ++i) logp[i] -= lse;
     }
-    for (int32_t i = std::max(have, 0); i < k; ++i) ids[i] = -1, logp[i] = ninf;
+    for (int32_t i = have; i < k; ++i) ids[i] = -1, logp[i] = ninf;
 }
 
 void LogprobRows::append(const float *logits, int32_t n_candidates, int32_t token, int32_t n_top) {

@@ -8,8 +8,9 @@ namespace specla {
 SpecGate::SpecGate(double min_gain, const Config &config)
     : enabled_(std::isfinite(min_gain) && min_gain > 0),
       min_gain_(min_gain),
-      cfg_(config),
-      backoff_(std::max<int64_t>(1, config.min_backoff_tokens)) {
+      cfg_(config) {
+    cfg_.min_backoff_tokens = std::max<int64_t>(1, cfg_.min_backoff_tokens);
+    backoff_ = cfg_.min_backoff_tokens;
     cfg_.probe_passes = std::max(1, cfg_.probe_passes);
     cfg_.plain_probe_steps = std::max(1, cfg_.plain_probe_steps);
     cfg_.judge_passes = std::max(1, cfg_.judge_passes);
@@ -30,8 +31,7 @@ void SpecGate::assume_plain_rate(double seconds_per_token) {
 void SpecGate::resume_backoff(int64_t plain_tokens_left, int64_t next_backoff) {
     if (!enabled_) return;
     if (next_backoff > 0)
-        backoff_ = std::clamp<int64_t>(next_backoff, std::max<int64_t>(1, cfg_.min_backoff_tokens),
-                                       cfg_.max_backoff_tokens);
+        backoff_ = std::clamp(next_backoff, cfg_.min_backoff_tokens, cfg_.max_backoff_tokens);
     if (plain_tokens_left <= 0 || plain_.tokens == 0) return;
     mode_ = Mode::Plain;
     plain_left_ = plain_tokens_left;
@@ -85,7 +85,7 @@ void SpecGate::decide(double margin) {
         // Speculation pays: keep it, and judge it again window by window (the text, and with it
         // acceptance, changes as the generation goes).
         mode_ = Mode::Speculate;
-        backoff_ = std::max<int64_t>(1, cfg_.min_backoff_tokens);
+        backoff_ = cfg_.min_backoff_tokens;
         spec_.clear();
         return;
     }

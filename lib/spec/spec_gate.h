@@ -103,7 +103,7 @@ private:
     Config cfg_;
     Mode mode_ = Mode::Probe;
     Window spec_, plain_;
-    int64_t backoff_;
+    int64_t backoff_ = 0;  // the next back-off (cfg_.min_backoff_tokens .. cfg_.max_backoff_tokens)
     int64_t plain_left_ = 0;  // plain tokens left in the current back-off (or plain probe steps)
 };
 

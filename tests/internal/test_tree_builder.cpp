@@ -126,6 +126,18 @@ std::vector<double> parent_q(const TableDrafter &d, const Built &b, int32_t node
     return q;
 }
 
+// Random budgets (top_k 1..max_top_k, up to 39 nodes, depth up to 6, a margin or none), the
+// budget filled rather than sized from costs.
+TreeParams random_params(Rng &r, int32_t max_top_k) {
+    TreeParams params;
+    params.top_k = 1 + int32_t(r.next() % uint64_t(max_top_k));
+    params.max_nodes = int32_t(r.next() % 40);
+    params.max_depth = int32_t(r.next() % 7);
+    params.prune_margin = r.uniform() < 0.3 ? 0.f : float(6.0 * r.uniform());
+    params.size_from_cost = false;
+    return params;
+}
+
 void check_structure(const TableDrafter &d, const TreeParams &params, const Built &b, bool sampled) {
     const DraftTree &t = b.tree;
     INFO("tree: ", show(t));
@@ -176,12 +188,7 @@ TEST_CASE("tree builder: structure of greedy and sampled trees on random drafter
     for (int trial = 0; trial < 300; ++trial) {
         const int32_t vocab = 2 + int32_t(r.next() % 40);
         const TableDrafter d = random_drafter(vocab, r);
-        TreeParams params;
-        params.top_k = 1 + int32_t(r.next() % 5);
-        params.max_nodes = int32_t(r.next() % 40);
-        params.max_depth = int32_t(r.next() % 7);
-        params.prune_margin = r.uniform() < 0.3 ? 0.f : float(6.0 * r.uniform());
-        params.size_from_cost = false;
+        const TreeParams params = random_params(r, 5);
         CAPTURE(trial);
         CAPTURE(vocab);
         CAPTURE(params.top_k);
@@ -235,12 +242,7 @@ TEST_CASE("tree builder: greedy trees from top-token rows equal those from whole
         // ids of probability 0.
         const int32_t vocab = 2 + int32_t(r.next() % 40);
         const size_t V = size_t(vocab);
-        TreeParams params;
-        params.top_k = 1 + int32_t(r.next() % 6);
-        params.max_nodes = int32_t(r.next() % 40);
-        params.max_depth = int32_t(r.next() % 7);
-        params.prune_margin = r.uniform() < 0.3 ? 0.f : float(6.0 * r.uniform());
-        params.size_from_cost = false;
+        const TreeParams params = random_params(r, 6);
         const int32_t k = params.top_k + int32_t(r.next() % 3);  // rows may carry more than top_k
         std::vector<float> rows((size_t(params.max_depth) + 1) * V * V);  // [depth][last token][next]
         for (size_t i = 0; i < rows.size(); i += V) {

@@ -153,9 +153,7 @@ void CpuBackend::verify_tree(SequenceState &state, const int32_t *tokens, const 
     pass.features_in = out.features.in;
     const int32_t first = out.first_row;
     const bool top = out.top.k > 0;
-    require(!top || (out.top.k <= kMaxTopTokens && out.top.ids && out.top.logp && out.top.n_candidates >= 0 &&
-                     out.top.n_candidates <= config_.vocab_size),
-            SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request");
+    if (top) check_top_tokens(out.top, config_.vocab_size);
     pass.logits_from = out.logits || out.argmax || top ? first : n;
     pass.argmax = out.argmax != nullptr;
     pass.features_from = out.features.out ? first : n;

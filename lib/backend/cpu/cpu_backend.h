@@ -61,8 +61,7 @@ public:
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
                     const RowFeatures &features = RowFeatures()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
-                              float *logits,
-                              float *features = nullptr) override;
+                              float *logits, float *features = nullptr) override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,
                      TreeAlgorithm algorithm, const VerifyOutputs &out) override;
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;

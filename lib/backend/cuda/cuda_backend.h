@@ -225,8 +225,7 @@ public:
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
                     const RowFeatures &features = RowFeatures()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
-                              float *logits,
-                              float *features = nullptr) override;
+                              float *logits, float *features = nullptr) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
     MemoryStats memory_stats() const override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,

@@ -254,24 +254,23 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
                               cudaMemcpyDeviceToHost, st.stream),
               "copy logits");
     const int32_t top_k = out.top.k, rows = n - first;
+    const size_t top_bytes = size_t(rows) * size_t(top_k) * 4;
     if (top_k > 0) {
-        require(top_k <= kMaxTopTokens && out.top.ids && out.top.logp && out.top.n_candidates >= 0 &&
-                    out.top.n_candidates <= vocab,
-                SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request");
+        check_top_tokens(out.top, int32_t(vocab));
         check(kern::launch_top_tokens(st.logits + size_t(first) * size_t(vocab), vocab, rows, out.top.n_candidates,
                                       top_k, st.top_ids, st.top_logp, st.stream),
               "top tokens");
-        const size_t bytes = size_t(rows) * size_t(top_k) * 4;
-        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
-        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top logps");
+        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, top_bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
+        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, top_bytes, cudaMemcpyDeviceToHost, st.stream),
+              "copy top logps");
     }
     copy_features(st, first, n, out.features.out);
     check(cudaStreamSynchronize(st.stream), "verify_tree");
     if (out.argmax)
         for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_verify_argmax[t]);
     if (top_k > 0) {
-        std::memcpy(out.top.ids, st.h_top_ids, size_t(rows) * size_t(top_k) * 4);
-        std::memcpy(out.top.logp, st.h_top_logp, size_t(rows) * size_t(top_k) * 4);
+        std::memcpy(out.top.ids, st.h_top_ids, top_bytes);
+        std::memcpy(out.top.logp, st.h_top_logp, top_bytes);
     }
     st.last_set = set;
     st.commit.verified(n);
