@@ -16,6 +16,8 @@
 //                  [--stop-at-eos]            (a generation ends at EOS: fewer tokens than the
 //                                              table's count where the model ends a prompt; default:
 //                                              exactly --new-tokens per prompt)
+//                  [--debug-log]              (the library's debug messages on stderr: e.g. how each
+//                                              CUDA sequence's passes ran, from graphs or eagerly)
 //                  [--json FILE]              (the table's figures, machine-readably: bench_json.h)
 //
 // Timing. Plain decoding and prompt lookup are timed after each prompt's prefill. The EAGLE
@@ -109,10 +111,13 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--tree-fixed-size")) tree_fixed = true;
         else if (!std::strcmp(argv[i], "--min-gain")) min_gain = std::atof(next());
         else if (!std::strcmp(argv[i], "--stop-at-eos")) stop_at_eos = true;
+        else if (!std::strcmp(argv[i], "--debug-log"))
+            specla_set_log_callback([](specla_log_level, const char *m, void *) { std::fprintf(stderr, "[specla] %s\n", m); },
+                                    nullptr, SPECLA_LOG_DEBUG);
         else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
             std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]"
-                                 " [--draft-nodes N[,N...]] [--drafter DIR] [--eagle-nodes N[,N...]] [--tree-fixed-size] [--min-gain G] [--stop-at-eos]"
+                                 " [--draft-nodes N[,N...]] [--drafter DIR] [--eagle-nodes N[,N...]] [--tree-fixed-size] [--min-gain G] [--stop-at-eos] [--debug-log]"
                                  " [--json FILE]\n", argv[0]);
             return 2;
         }

@@ -12,6 +12,7 @@
 //   P8  memory per session with a 16-node tree vs the plain-decoding state (and vs snapshots)
 //
 //   bench_verify [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N]
+//                [--only p2]     (the plain step and P2's chain of 16 alone: e.g. under a profiler)
 //                [--json FILE]   (the table's rows, machine-readably: bench_json.h)
 #include <algorithm>
 #include <chrono>
@@ -130,15 +131,17 @@ double median_ms(int reps, const std::function<void()> &fn, const std::function<
 int main(int argc, char **argv) {
     std::string shape = "pycode", backend = "cpu";
     int threads = 0, reps = 20;
+    bool only_p2 = false;
     for (int i = 1; i < argc; ++i) {
         auto next = [&] { return i + 1 < argc ? argv[++i] : ""; };
         if (!std::strcmp(argv[i], "--shape")) shape = next();
         else if (!std::strcmp(argv[i], "--backend")) backend = next();
         else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(next());
         else if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(next());
+        else if (!std::strcmp(argv[i], "--only") && !std::strcmp(next(), "p2")) only_p2 = true;
         else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
-            std::fprintf(stderr, "usage: %s [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N] [--json FILE]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--shape gdn-1.3b|pycode|small] [--backend cpu|cuda] [--threads N] [--reps N] [--only p2] [--json FILE]\n", argv[0]);
             return 2;
         }
     }
@@ -199,6 +202,7 @@ int main(int argc, char **argv) {
     row("plain decode step", step);
     row("P2 chain of 16 verified in one pass", ver16);
     row("P2 chain of 16 / plain step", ver16 / step, "ratio", "target <= 1.2");
+    if (only_p2) return 0;
     // The pass by chain length: what a pass costs whatever its rows (the intercept: launches,
     // host work, the weight stream once) against what each row adds (the slope), the two halves
     // of P2's ratio.

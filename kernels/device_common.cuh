@@ -97,6 +97,8 @@ __device__ __forceinline__ float4 ld_keep4(const float4 *p) {
         : "l"(p), "l"(l2_evict_last_policy()));
     return v;
 }
+// Starts bringing p's cache line into L1 for a load that comes later (no register held meanwhile).
+__device__ __forceinline__ void prefetch_l1(const void *p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 // With a policy chosen at run time (the recurrent state: evict-last where it fits in L2).
 __device__ __forceinline__ float ld_policy(const float *p, uint64_t policy) {
     float v;

@@ -50,6 +50,10 @@ __global__ void __launch_bounds__(kThreads) verify_conv_kernel(const VerifyConvP
         const int hv = int(c - p.CC);
         p.g[t * p.HV + hv] = gdn_decay_logf_(row[p.row_a + hv], p.A_log[hv], p.dt_bias[hv]);
         p.beta[t * p.HV + hv] = gdn_betaf_(row[p.row_b + hv], p.beta_scale);
+    } else if (p.silu_z && c < p.row_a + p.HV) {
+        // z column CC + (c - CC - HV): read and written by this thread only.
+        float *zc = p.proj + t * p.R + (c - p.HV);
+        *zc = siluf_(*zc);
     }
 }
 
@@ -91,13 +95,14 @@ __global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurren
     const int group = HV / H, h = hv / group;
     const bool col_ok = j < V;
     const int64_t KD = int64_t(H) * K, VD = int64_t(HV) * V, HVVK = VD * K;
-    const int c = p.chain_begin + int(blockIdx.z);
     extern __shared__ float chain_sm[];
     int32_t *s_nodes = reinterpret_cast<int32_t *>(chain_sm), *s_slots = s_nodes + p.max_len;
     float *s_q = chain_sm + 2 * p.max_len, *s_k = s_q + int64_t(stage) * K, *s_v = s_k + int64_t(stage) * K;
     float *s_decay = s_v + stage * CPB, *s_beta = s_decay + stage;
     pdl_wait();
     pdl_trigger();
+    if (int(blockIdx.z) >= p.wave_info[2 * p.wave + 1]) return;  // a slot beyond this tree's wave
+    const int c = p.wave_info[2 * p.wave] + int(blockIdx.z);
     const int first = p.chain_info[3 * c], len = p.chain_info[3 * c + 1], start = p.chain_info[3 * c + 2];
     for (int i = tid; i < len; i += blockDim.x) {
         const int32_t v = p.chain_nodes[first + i];
@@ -348,12 +353,12 @@ int tile_tpc(int K) {
 
 cudaError_t launch_verify_conv(const VerifyConvParams &p, const LaunchCtx &ctx) {
     if (p.n <= 0) return cudaSuccess;
-    const dim3 grid(ceil_div(p.CC + p.HV, kThreads), p.n);
+    const dim3 grid(ceil_div((p.silu_z ? p.row_a : p.CC) + p.HV, kThreads), p.n);
     return launch_kernel(verify_conv_kernel, grid, dim3(kThreads), 0, ctx, p);
 }
 
 cudaError_t launch_tree_chains(const TreeRecurrenceParams &p, const LaunchCtx &ctx) {
-    if (p.chain_count <= 0) return cudaSuccess;
+    if (p.chain_slots <= 0) return cudaSuccess;
     return with_tile_shape(p.K, [&](auto s) {
         constexpr int KPT = decltype(s)::KPT, TPC = decltype(s)::TPC;
         constexpr int CPB = kThreads / TPC;
@@ -364,7 +369,7 @@ cudaError_t launch_tree_chains(const TreeRecurrenceParams &p, const LaunchCtx &c
         if (room < per_node) return cudaErrorInvalidValue;
         const int stage = int(std::min<int64_t>(std::max(p.max_len, 1), std::min<int64_t>(room / per_node, 32)));
         const size_t smem = size_t(2 * p.max_len) * 4 + size_t(stage) * size_t(per_node);
-        const dim3 grid(ceil_div(p.V, CPB), p.HV, p.chain_count);
+        const dim3 grid(ceil_div(p.V, CPB), p.HV, p.chain_slots);
         return launch_kernel(tree_chain_kernel<KPT, TPC>, grid, dim3(kThreads), smem, ctx, p, stage);
     });
 }

@@ -28,7 +28,7 @@ namespace kern {
 // Front end of the tree's token mixer for one layer.
 struct VerifyConvParams {
     int32_t n = 0;
-    const float *proj = nullptr;  // [n][R] raw in_proj outputs ([q|k|v|g|a|b])
+    float *proj = nullptr;  // [n][R] raw in_proj outputs ([q|k|v|z|a|b]); z in place, see silu_z
     int64_t R = 0, CC = 0, row_a = 0, row_b = 0;
     // Window of node t: taps[t*(W-1) + m - 1] for the input m steps back (m = 1..W-1): a node
     // index >= 0, or -1 - r for row r of the conv cache.
@@ -42,6 +42,10 @@ struct VerifyConvParams {
     float *g = nullptr;     // [n][HV] log decays
     float *beta = nullptr;  // [n][HV]
     float *pre = nullptr;   // [n][CC] copy of the pre-conv inputs (null: not kept)
+    // 1: the z columns [CC, row_a) of proj are replaced by silu(z), as the decoding step's in_proj
+    // epilogue stores them (GemvParams::silu_z), so that o_proj's head norm takes its gate as is
+    // (use_gate 2) instead of every CTA computing silu of every column of every node again.
+    int32_t silu_z = 0;
 };
 cudaError_t launch_verify_conv(const VerifyConvParams &p, const LaunchCtx &ctx);
 
@@ -60,10 +64,13 @@ struct TreeRecurrenceParams {
     PendingFactors pending;                     // applied to the committed state first
 
     // Hybrid: chains of one wave. chain_info[3c..3c+2] = first index into chain_nodes, length,
-    // start (-1: the committed state, else the snapshot slot of its start state).
-    const int32_t *chain_nodes = nullptr, *chain_info = nullptr;
-    int32_t chain_begin = 0, chain_count = 0;
-    int32_t max_len = 0;  // longest chain of the launch (shared memory for its node list)
+    // start (-1: the committed state, else the snapshot slot of its start state). The wave's
+    // first chain and chain count are read on the device, wave_info[2 wave] and [2 wave + 1], so
+    // that one captured pass serves every tree whose waves fit its launch: chain_slots CTAs along
+    // z (at least the wave's chains; the others exit) and chains of at most max_len nodes.
+    const int32_t *chain_nodes = nullptr, *chain_info = nullptr, *wave_info = nullptr;
+    int32_t wave = 0, chain_slots = 0;
+    int32_t max_len = 0;  // bound on a chain's length (shared memory for its node list)
     const int32_t *snap_slot = nullptr;  // [n]: slot that receives the node's state, or -1
     float *snaps = nullptr;              // [slots][HV][V][K]
 

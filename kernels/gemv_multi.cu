@@ -142,24 +142,34 @@ __device__ __forceinline__ void multi_step(const GemvMultiParams &mp, const uint
 
 // The input slices of NT tokens with the prologue applied: per token exactly gemv_prologue_x's
 // arithmetic (gemv_rows.cuh), but all tokens' loads are issued first and the block reductions of
-// all tokens share their barriers. RmsNorm: scale[t] is token t's rms_scale for its row sums (1
-// otherwise). red32: [NT][32]; head_ss (HeadNorm): NT * (heads + chunks).
+// all tokens share their barriers. nw: the norm weights of this thread's columns
+// (gemv_prologue_weights, read once for all tokens). x is loaded 16 bytes at a time where a
+// token's row is aligned, and the gate input z is prefetched into L1 beside it, read after the head
+// sums (registers for NT tokens' gates would spill), so that a latency-bound launch (few row blocks
+// per CTA) pays about one round trip for its inputs. RmsNorm: scale[t] is token t's rms_scale for
+// its row sums (1 otherwise). red32: [NT][32]; head_ss (HeadNorm): NT * (heads + chunks).
 template <int CPT, int NT>
 __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMultiParams &mp, int t0, int nt,
-                                               float (&xr)[NT][CPT][8], float (&scale)[NT], float (*red32)[32],
-                                               float *head_ss) {
-    const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = T >> 5;
+                                               const float (&nw)[CPT][8], float (&xr)[NT][CPT][8],
+                                               float (&scale)[NT], float (*red32)[32], float *head_ss) {
+    const int T = blockDim.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = T >> 5;
     const int nch = int(p.cols >> 3);
+    const bool gated = p.pro == GemvPrologue::HeadNorm && p.use_gate;
 #pragma unroll
     for (int t = 0; t < NT; ++t) scale[t] = 1.f;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
         const float *x = p.x + int64_t(t0 + t) * mp.x_ld;
+        const bool x_vec = (reinterpret_cast<uintptr_t>(x) & 15) == 0;
 #pragma unroll
         for (int s = 0; s < CPT; ++s) {
             const int ch = tid + s * T;
 #pragma unroll
-            for (int e = 0; e < 8; ++e) xr[t][s][e] = (t < nt && ch < nch) ? x[ch * 8 + e] : 0.f;
+            for (int e = 0; e < 8; ++e) xr[t][s][e] = 0.f;
+            if (t < nt && ch < nch) {
+                load8(x + ch * 8, x_vec, xr[t][s]);
+                if (gated) prefetch_l1(p.z + int64_t(t0 + t) * mp.z_ld + ch * 8);
+            }
         }
     }
     if (p.pro == GemvPrologue::RmsNorm) {
@@ -180,7 +190,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
         __syncthreads();
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            const float r = lane < nw ? red32[t][lane] : 0.f;
+            const float r = lane < nwarps ? red32[t][lane] : 0.f;
             ss[t] = warp_sum(r);
         }
 #pragma unroll
@@ -191,7 +201,7 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
                 const int ch = tid + s * T;
                 if (ch < nch)
 #pragma unroll
-                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= ld_keep(p.norm_w + ch * 8 + e);
+                    for (int e = 0; e < 8; ++e) xr[t][s][e] *= nw[s][e];
             }
         }
     } else if (p.pro == GemvPrologue::HeadNorm) {
@@ -222,18 +232,20 @@ __device__ __forceinline__ void multi_prologue(const GemvParams &p, const GemvMu
         }
 #pragma unroll
         for (int t = 0; t < NT; ++t) {
-            const float *z = p.z ? p.z + int64_t(t0 + t) * mp.z_ld : nullptr;
+            const float *z = gated ? p.z + int64_t(t0 + t) * mp.z_ld : nullptr;
+            const bool z_vec = (reinterpret_cast<uintptr_t>(z) & 15) == 0;
 #pragma unroll
             for (int s = 0; s < CPT; ++s) {
                 const int ch = tid + s * T;
                 if (ch < nch && t < nt) {
                     const int c0 = ch * 8;
                     const float inv = rms_scale(in_lanes ? hsum[t][s] : hs[t * n_heads + c0 / hd], hd, p.eps);
+                    float zr[8];
+                    if (gated) load8(z + c0, z_vec, zr);
 #pragma unroll
                     for (int e = 0; e < 8; ++e) {
-                        const int c = c0 + e;
-                        const float gate = p.use_gate ? head_norm_gate(p.use_gate, z[c]) : 1.f;
-                        xr[t][s][e] = xr[t][s][e] * inv * ld_keep(p.norm_w + c % hd) * gate;
+                        const float gate = gated ? head_norm_gate(p.use_gate, zr[e]) : 1.f;
+                        xr[t][s][e] = xr[t][s][e] * inv * nw[s][e] * gate;
                     }
                 }
             }
@@ -267,10 +279,12 @@ __global__ void __launch_bounds__(kGemvMaxThreads) gemv_multi_kernel(const GemvM
         if (b < nb) multi_issue<CPT, RB, PAIRED>(ring, b, W, r_begin + int64_t(b) * RL, r_end, L, nch);
         cp_async_commit();
     }
+    float nw[CPT][8];
+    gemv_prologue_weights<CPT>(p.pro, p.norm_w, p.head_dim, p.cols, nw);
     pdl_wait();
     pdl_trigger();
     float xr[NT][CPT][8], scale[NT];
-    multi_prologue<CPT, NT>(p, mp, t0, nt, xr, scale, red32, head_ss);
+    multi_prologue<CPT, NT>(p, mp, t0, nt, nw, xr, scale, red32, head_ss);
 
     unsigned long long best = 0;
     for (int64_t b = 0; b < nb; ++b) {

@@ -197,10 +197,16 @@ void run_gemv_multi_case(Rand &rnd, const GemvCase &gc, int32_t n, const kern::L
     const int64_t R = gc.rows, Cn = gc.cols;
     const bool paired = gc.epi == kern::GemvEpilogue::SwiGLU;
     const int64_t nout = paired ? R / 2 : R;
+    // Rows of x and z `pad` floats apart beyond their width, and z from one float past a 16-byte
+    // boundary in half the cases: the prologue's 16-byte loads where a row is aligned, scalar ones
+    // elsewhere, must give the same values. The gate raw (use_gate 1) or already through silu (2).
+    const int64_t x_ld = Cn + rnd.integer(0, 1), z_ld = Cn + rnd.integer(0, 1);
+    const int z_off = rnd.integer(0, 1), use_gate = gc.gate ? rnd.integer(1, 2) : 0;
+    INFO("x_ld=", x_ld, " z_ld=", z_ld, " z offset=", z_off, " use_gate=", use_gate);
     DevBuf<uint16_t> dw(to_bf16(rnd.normals(size_t(R * Cn), 1.f / std::sqrt(float(Cn)))));
-    DevBuf<float> dx(rnd.normals(size_t(n * Cn), 1.5f));
+    DevBuf<float> dx(rnd.normals(size_t(n * x_ld), 1.5f));
     DevBuf<float> dn(rnd.unis(size_t(gc.pro == kern::GemvPrologue::HeadNorm ? gc.head_dim : Cn), 0.6f, 1.4f));
-    DevBuf<float> dz(rnd.normals(size_t(n * Cn)));
+    DevBuf<float> dz(rnd.normals(size_t(n * z_ld + 1)));
     const std::vector<float> out0 = rnd.normals(size_t(n * nout));
     DevBuf<float> one(out0), multi(out0);
     DevBuf<unsigned long long> am_one{size_t(n)}, am_multi{size_t(n)};
@@ -208,17 +214,17 @@ void run_gemv_multi_case(Rand &rnd, const GemvCase &gc, int32_t n, const kern::L
     CK(cudaMemset(am_multi.p, 0, size_t(n) * 8));
     kern::GemvParams p;
     p.w = dw.p, p.rows = R, p.cols = Cn, p.pro = gc.pro, p.norm_w = dn.p, p.eps = 1e-5f;
-    p.head_dim = gc.head_dim, p.use_gate = gc.gate ? 1 : 0, p.epi = gc.epi;
+    p.head_dim = gc.head_dim, p.use_gate = use_gate, p.epi = gc.epi;
     for (int32_t t = 0; t < n; ++t) {
         kern::GemvParams q = p;
-        q.x = dx.p + t * Cn, q.z = gc.gate ? dz.p + t * Cn : nullptr;
+        q.x = dx.p + t * x_ld, q.z = gc.gate ? dz.p + z_off + t * z_ld : nullptr;
         q.out = one.p + t * nout, q.argmax = am_one.p + t;
         CK(kern::launch_gemv(q, ctx));
     }
     kern::GemvMultiParams mp;
     mp.g = p;
-    mp.g.x = dx.p, mp.g.z = gc.gate ? dz.p : nullptr, mp.g.out = multi.p, mp.g.argmax = am_multi.p;
-    mp.n = n, mp.x_ld = Cn, mp.z_ld = Cn, mp.out_ld = nout;
+    mp.g.x = dx.p, mp.g.z = gc.gate ? dz.p + z_off : nullptr, mp.g.out = multi.p, mp.g.argmax = am_multi.p;
+    mp.n = n, mp.x_ld = x_ld, mp.z_ld = z_ld, mp.out_ld = nout;
     CK(kern::launch_gemv_multi(mp, ctx));
     CK(cudaDeviceSynchronize());
     const auto a = one.download(), b = multi.download();

@@ -261,6 +261,49 @@ TEST_CASE("cuda verify: chains longer than an on-chip stage equal plain decoding
     }
 }
 
+// A captured verification pass is keyed by its launch shape (node count, chain-length bound,
+// chain slots per wave), not by the tree: trees of one shape replay one graph with their own
+// tables. Different random trees of two node counts, each verified on a fresh copy of one state:
+// every node bitwise equal to plain decoding of its path, and some passes replayed from a graph
+// captured for another tree (two random trees are never the same here, so every replay is one).
+TEST_CASE("cuda verify: a captured pass replays other trees of its launch shape (bitwise)") {
+    CUDA_TEST_REQUIRE_GPU();
+    const uint64_t seed = fresh_seed("verify graph reuse");
+    std::mt19937_64 g(seed);
+    for (const Shape &s : {kShapes[1], kShapes[2]}) {
+        const ModelConfig c = make_config(s);
+        const ModelWeights w = random_weights(c, g(), WeightType::BF16);
+        auto gpu = create_cuda_backend_ex(c, w, 0, CudaBackendOptions());
+        const int32_t vocab = c.vocab_size;
+        const auto prompt = random_tokens(g, 5, vocab);
+        auto base = gpu->create_state(limits()), ver = gpu->create_state(limits()), dec = gpu->create_state(limits());
+        gpu->eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
+        const auto &counts = dynamic_cast<cuda::CudaSequenceState &>(*ver).pass_launches;
+        const int trees = quick() ? 16 : 30;
+        int exact = 0, nodes = 0;
+        for (int i = 0; i < trees; ++i) {
+            const int32_t n = i % 2 ? 6 : 9;
+            const Tree t = random_tree(i % 3 ? TreeShape::SessionLike : TreeShape::Random, n, vocab, g);
+            gpu->copy_state(*base, *ver);
+            const Verified gv = verify(*gpu, *ver, t, TreeAlgorithm::Hybrid);
+            for (int32_t v = 0; v < n; ++v) {
+                gpu->copy_state(*base, *dec);
+                std::vector<int32_t> toks;
+                for (int32_t u : t.path_to(v)) toks.push_back(t.tokens[size_t(u)]);
+                const auto plain = decode(*gpu, *dec, toks);
+                INFO(std::string(s.name), ", tree ", i, " of ", n, " nodes, node ", v);
+                const bool same = bitwise(gv.logits.data() + size_t(v) * size_t(vocab), plain.data(), size_t(vocab));
+                CHECK(same);
+                exact += same, ++nodes;
+            }
+        }
+        MESSAGE(std::string(s.name) << ": " << exact << "/" << nodes << " nodes bitwise; passes: " << counts.replays
+                                    << " replayed, " << counts.captures << " captured, " << counts.eager << " eager");
+        // Measured: 5-8 of 30 passes replayed, 1 of 12 (a shape is captured on its second sighting).
+        CHECK(counts.replays >= 1);
+    }
+}
+
 TEST_CASE("cuda verify: commit (deferred or not) leaves the state of plain decoding of the accepted tokens") {
     CUDA_TEST_REQUIRE_GPU();
     const uint64_t seed = fresh_seed("verify commit");

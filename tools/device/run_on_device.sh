@@ -36,6 +36,10 @@
 #                and packed by tools/device/pack_baseline.sh (.deps/baseline), run interleaved with
 #                this build's (baseline.log; SPECLA_BASELINE_ROUNDS, default 2)
 # floor and experiments configure the build with -DSPECLA_BUILD_EXPERIMENTS=ON.
+#   profile      where a verification pass's time goes: Nsight Compute's per-kernel durations over
+#                bench_verify --only p2 (plain steps and the chain of 16) at the pycode and GDN-1.3B
+#                shapes (profile_pycode.log, profile_1p3b.log), and how the speculative passes of
+#                bench_generate ran (graph replays, captures, eager passes: passgraphs.log)
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -221,6 +225,25 @@ if has specbench; then
     } >"$OUT/specbench.log" 2>&1
     note "== speculative benchmarks: after $(elapsed) s"
     grep -E "^\||^shape|^model|^with|rc=" "$OUT/specbench.log" >>"$summary"
+fi
+if has profile; then
+    for shape in pycode gdn-1.3b; do
+        log="$OUT/profile_${shape/gdn-1.3b/1p3b}.log"
+        "$build/bench/bench_verify" --shape "$shape" --backend cuda --reps 10 --only p2 >"$log" 2>&1
+        if command -v ncu >/dev/null; then
+            timeout "${SPECLA_PROFILE_LIMIT:-150}" ncu --clock-control none --metrics gpu__time_duration.sum \
+                --print-summary per-kernel "$build/bench/bench_verify" --shape "$shape" --backend cuda --reps 10 \
+                --only p2 >>"$log" 2>&1
+            note "== ncu over bench_verify --only p2 ($shape): rc=$? after $(elapsed) s"
+        else
+            note "ncu not found"
+        fi
+    done
+    timeout 200 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
+        --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 8 --eagle-nodes 16 --prompts 20 --debug-log \
+        >"$OUT/passgraphs.log" 2>&1
+    note "== bench_generate --debug-log (20 prompts): rc=$? after $(elapsed) s"
+    grep -E "^\||CUDA sequence state" "$OUT/passgraphs.log" >>"$summary"
 fi
 if has verifycheck && command -v compute-sanitizer >/dev/null; then
     SPECLA_CUDA_VERIFY_QUICK=1 timeout "${SPECLA_VERIFYCHECK_LIMIT:-240}" compute-sanitizer --tool memcheck \

@@ -35,6 +35,11 @@ CudaSequenceState::~CudaSequenceState() {
     // Never throw from here: errors are ignored (the device may already be in a failed state).
     (void)cudaSetDevice(device);
     if (stream) (void)cudaStreamSynchronize(stream);
+    const PassLaunchCounts &pl = pass_launches;
+    if (pl.replays + pl.captures + pl.eager > 0)
+        log(SPECLA_LOG_DEBUG, "CUDA sequence state: ", pl.replays, " passes replayed from graphs, ", pl.captures,
+            " captured, ", pl.eager, " run eagerly (", seen_shapes.size(), " shapes seen, ", graphs.size(),
+            " graphs kept)");
     clear_graphs();
     if (cublas) (void)cublasDestroy(cublas);
     if (stream) (void)cudaStreamDestroy(stream);
@@ -256,9 +261,10 @@ MemoryStats CudaBackend::memory_stats() const {
 
 namespace {
 
-// Captured passes kept per session (launch shapes: the decoding step and the few tree shapes a
-// drafter produces), and shapes remembered as seen once.
-constexpr size_t kMaxPassGraphs = 48;
+// Captured passes kept per session (launch shapes: the decoding step, and per node count the few
+// hybrid schedules trees fall into: CudaBackend::verify_tree's key), and shapes remembered as seen
+// once.
+constexpr size_t kMaxPassGraphs = 128;
 constexpr size_t kMaxSeenShapes = 8 * kMaxPassGraphs;
 // The decoding step's launch shape (verification keys start with 1).
 const std::vector<int32_t> kStepKey = {0};
@@ -272,23 +278,32 @@ void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassP
     // (the first run also resolves lazy per-kernel setup outside any capture). The values that
     // change between calls of one shape (tokens, tree tables, features) travel in pinned mirrors
     // that the pass copies in.
+    CudaSequenceState::PassLaunchCounts &counts = st.pass_launches;
     if (!options_.use_graph || key.empty()) {
+        ++counts.eager;
         enqueue_pass(st, pass, plan);
         return;
     }
     for (const auto &pg : st.graphs)
         if (pg.key == key) {
-            if (pg.exec) check(cudaGraphLaunch(pg.exec, st.stream), "cudaGraphLaunch");
-            else enqueue_pass(st, pass, plan);  // its capture failed: eager
+            if (pg.exec) {
+                ++counts.replays;
+                check(cudaGraphLaunch(pg.exec, st.stream), "cudaGraphLaunch");
+            } else {
+                ++counts.eager;
+                enqueue_pass(st, pass, plan);  // its capture failed: eager
+            }
             return;
         }
     bool seen = false;
     for (const auto &k : st.seen_shapes) seen = seen || k == key;
     if (!seen || st.graphs.size() >= kMaxPassGraphs) {
         if (!seen && st.seen_shapes.size() < kMaxSeenShapes) st.seen_shapes.push_back(key);
+        ++counts.eager;
         enqueue_pass(st, pass, plan);
         return;
     }
+    ++counts.captures;
     // Capture with PDL edges first; if the runtime refuses, without; if that fails too, eager.
     cudaGraphExec_t exec = nullptr;
     const bool pdl_first = plan.pdl;

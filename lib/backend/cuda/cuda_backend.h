@@ -163,6 +163,11 @@ struct CudaSequenceState final : SequenceState {
     std::vector<PassGraph> graphs;
     std::vector<std::vector<int32_t>> seen_shapes;
     void clear_graphs();
+    // How this sequence's keyed passes ran (logged at debug level when the state goes): a pass
+    // whose shape keeps changing (a drafter's trees) runs eagerly, at the host's launch rate.
+    struct PassLaunchCounts {
+        int64_t replays = 0, captures = 0, eager = 0;
+    } pass_launches;
 
     cudaStream_t stream = nullptr;
     cublasHandle_t cublas = nullptr;
@@ -170,9 +175,9 @@ struct CudaSequenceState final : SequenceState {
 
 // The device tables of a verification tree inside CudaSequenceState::tree_tables (F = factor rows,
 // W = conv size): parents, conv taps per node, chain nodes and (start, length, snapshot slot) per
-// chain, snapshot slot per node, ancestor-pair offsets (WY).
+// chain, snapshot slot per node, ancestor-pair offsets (WY), (first chain, chains) per wave.
 struct TreeTableLayout {
-    size_t parents, taps, chain_nodes, chain_info, snap, pair_off, total;
+    size_t parents, taps, chain_nodes, chain_info, snap, pair_off, wave_info, total;
     TreeTableLayout(int32_t F, int32_t W) {
         const size_t f = size_t(F), w = size_t(W > 1 ? W - 1 : 1);
         parents = 0;
@@ -181,7 +186,8 @@ struct TreeTableLayout {
         chain_info = chain_nodes + f;
         snap = chain_info + 3 * f;
         pair_off = snap + f;
-        total = pair_off + f + 1;
+        wave_info = pair_off + f + 1;
+        total = wave_info + 2 * f;
     }
 };
 
@@ -192,7 +198,10 @@ struct TreeLaunch {
     int32_t n_pairs = 0;
     int32_t root_chains = 0;
     std::vector<std::pair<int32_t, int32_t>> waves;  // (first chain, chains) in wave order
-    std::vector<int32_t> wave_max_len;              // longest chain of each wave
+    // Per wave, the chain slots launched: its chain count rounded up to a power of two, so that
+    // trees differing only in how many chains a wave has share a launch shape (cuda_verify.cpp).
+    std::vector<int32_t> wave_slots;
+    int32_t chain_len_bound = 1;  // the longest chain's length rounded up to a power of two
     int32_t n_snapshots = 0;
 };
 

@@ -211,6 +211,7 @@ void CudaPassOps::conv_gates(int layer, const Pass &pass) {
         cp.act = st_.verify_act, cp.g = st_.factor_log_decays[plan_.set] + lf * size_t(c_.num_v_heads);
         cp.beta = st_.verify_beta;
         cp.pre = st_.factor_preconv ? st_.factor_preconv + lf * size_t(CC) : nullptr;
+        cp.silu_z = c_.use_gate ? 1 : 0;  // o_proj's head norm takes the gate as is (mixer_out)
         check(kern::launch_verify_conv(cp, ctx_), "conv + gates (verify)");
         return;
     }
@@ -316,10 +317,10 @@ void CudaPassOps::mixer_out(int layer, const Pass &pass) {
     kern::GemvParams op;
     op.w = w.o_proj, op.rows = D, op.cols = VD;
     op.pro = kern::GemvPrologue::HeadNorm, op.x = st_.o, op.norm_w = w.o_norm, op.eps = c_.norm_eps;
-    // The Step form's gate went through SiLU in mixer_in's epilogue (use_gate 2); the Tree
-    // form's is raw (use_gate 1).
+    // The gate went through SiLU once per row before (use_gate 2): in mixer_in's epilogue (Step)
+    // or in conv_gates' kernel (Tree).
     op.z = c_.use_gate ? st_.proj + lay_.g : nullptr, op.head_dim = V;
-    op.use_gate = c_.use_gate ? (step() ? 2 : 1) : 0;
+    op.use_gate = c_.use_gate ? 2 : 0;
     op.epi = kern::GemvEpilogue::Add, op.out = st_.h;
     gemv(op, pass.n, VD, D, R, "o_proj");
 }

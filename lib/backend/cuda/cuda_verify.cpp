@@ -153,9 +153,9 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
     for (int32_t idx : order) {
         const TreePlan::Chain &ch = plan.chains[size_t(idx)];
         const int32_t wave = plan.waves[size_t(idx)];
-        if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0}), tl.wave_max_len.push_back(0);
+        if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0});
         tl.waves[size_t(wave)].second += 1;
-        tl.wave_max_len[size_t(wave)] = std::max(tl.wave_max_len[size_t(wave)], int32_t(ch.nodes.size()));
+        while (tl.chain_len_bound < int32_t(ch.nodes.size())) tl.chain_len_bound *= 2;
         h[lay.chain_info + 3 * size_t(ci)] = pos;
         h[lay.chain_info + 3 * size_t(ci) + 1] = int32_t(ch.nodes.size());
         h[lay.chain_info + 3 * size_t(ci) + 2] =
@@ -163,6 +163,13 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
         if (ch.start_parent < 0) ++tl.root_chains;
         for (int32_t v : ch.nodes) h[lay.chain_nodes + size_t(pos++)] = v;
         ++ci;
+    }
+    for (size_t w = 0; w < tl.waves.size(); ++w) {
+        h[lay.wave_info + 2 * w] = tl.waves[w].first;
+        h[lay.wave_info + 2 * w + 1] = tl.waves[w].second;
+        int32_t slots = 1;
+        while (slots < tl.waves[w].second) slots *= 2;
+        tl.wave_slots.push_back(slots);
     }
     for (int32_t v = 0; v < n; ++v) h[lay.snap + size_t(v)] = plan.snapshot_slot[size_t(v)];
     tl.n_snapshots = plan.n_snapshots;
@@ -199,8 +206,9 @@ void CudaBackend::enqueue_tree_layer(CudaSequenceState &st, int layer, const Tre
         check(kern::launch_tree_wy(rp, ctx), "tree recurrence (WY)");
         return;
     }
+    rp.wave_info = st.tree_tables + lay.wave_info, rp.max_len = tl.chain_len_bound;
     for (size_t i = 0; i < tl.waves.size(); ++i) {
-        rp.chain_begin = tl.waves[i].first, rp.chain_count = tl.waves[i].second, rp.max_len = tl.wave_max_len[i];
+        rp.wave = int32_t(i), rp.chain_slots = tl.wave_slots[i];
         check(kern::launch_tree_chains(rp, ctx), "tree recurrence (chains)");
     }
 }
@@ -242,11 +250,14 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
     plan.pdl = options_.use_pdl;
     plan.tree = &tl;
     plan.set = set;
-    // The launch shape: node count, factor set, schedule (the tree itself travels in the tables).
-    std::vector<int32_t> key = {1, n, set, tl.wy ? 1 : 0, tl.n_pairs, int32_t(st.snap_slots)};
-    if (!tl.wy)
-        for (size_t i = 0; i < tl.waves.size(); ++i)
-            key.push_back(tl.waves[i].first), key.push_back(tl.waves[i].second), key.push_back(tl.wave_max_len[i]);
+    // The launch shape: node count, factor set, schedule: WY's shared memory follows its pair
+    // count; the hybrid schedule's launches, its bound on chain length and its waves' chain slots
+    // (the tree itself, the waves' chains included, travels in the tables).
+    std::vector<int32_t> key = {1, n, set, tl.wy ? 1 : 0, tl.wy ? tl.n_pairs : 0, int32_t(st.snap_slots)};
+    if (!tl.wy) {
+        key.push_back(tl.chain_len_bound);
+        key.insert(key.end(), tl.wave_slots.begin(), tl.wave_slots.end());
+    }
     launch_pass(st, pass, plan, key);
     st.commit.pending_applied();  // every layer applied the pending factors; the pass cleared the count
     if (out.logits)
