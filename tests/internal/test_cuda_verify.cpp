@@ -263,9 +263,9 @@ TEST_CASE("cuda verify: chains longer than an on-chip stage equal plain decoding
 
 // A captured verification pass is keyed by its launch shape (node count, chain-length bound,
 // chain slots per wave), not by the tree: trees of one shape replay one graph with their own
-// tables. Different random trees of two node counts, each verified on a fresh copy of one state:
-// every node bitwise equal to plain decoding of its path, and some passes replayed from a graph
-// captured for another tree (two random trees are never the same here, so every replay is one).
+// tables. Two trees of one shape (a 5-node chain with a sixth node branching off node 2, or off
+// node 0), with fresh tokens each pass, then random trees of two node counts; each verified on a
+// fresh copy of one state, every node bitwise equal to plain decoding of its path.
 TEST_CASE("cuda verify: a captured pass replays other trees of its launch shape (bitwise)") {
     CUDA_TEST_REQUIRE_GPU();
     const uint64_t seed = fresh_seed("verify graph reuse");
@@ -279,28 +279,45 @@ TEST_CASE("cuda verify: a captured pass replays other trees of its launch shape 
         auto base = gpu->create_state(limits()), ver = gpu->create_state(limits()), dec = gpu->create_state(limits());
         gpu->eval_chain(*base, prompt.data(), int32_t(prompt.size()), LogitsRows::None, nullptr);
         const auto &counts = dynamic_cast<cuda::CudaSequenceState &>(*ver).pass_launches;
-        const int trees = quick() ? 16 : 30;
         int exact = 0, nodes = 0;
-        for (int i = 0; i < trees; ++i) {
-            const int32_t n = i % 2 ? 6 : 9;
-            const Tree t = random_tree(i % 3 ? TreeShape::SessionLike : TreeShape::Random, n, vocab, g);
+        auto check_tree = [&](const Tree &t, const std::string &what) {
             gpu->copy_state(*base, *ver);
             const Verified gv = verify(*gpu, *ver, t, TreeAlgorithm::Hybrid);
-            for (int32_t v = 0; v < n; ++v) {
+            for (int32_t v = 0; v < t.size(); ++v) {
                 gpu->copy_state(*base, *dec);
                 std::vector<int32_t> toks;
                 for (int32_t u : t.path_to(v)) toks.push_back(t.tokens[size_t(u)]);
                 const auto plain = decode(*gpu, *dec, toks);
-                INFO(std::string(s.name), ", tree ", i, " of ", n, " nodes, node ", v);
+                INFO(std::string(s.name), ", ", what, ", node ", v);
                 const bool same = bitwise(gv.logits.data() + size_t(v) * size_t(vocab), plain.data(), size_t(vocab));
                 CHECK(same);
                 exact += same, ++nodes;
             }
+        };
+        // The first tree four times: its launch shape is captured (for each factor set, which
+        // alternates between passes and is part of the key); the other tree's two passes then both
+        // replay those graphs with its own tables.
+        const std::vector<int32_t> branch_at_2 = {-1, 0, 1, 2, 3, 2}, branch_at_0 = {-1, 0, 1, 2, 3, 0};
+        auto run = [&](const std::vector<int32_t> &parents, int times, const std::string &name) {
+            for (int r = 0; r < times; ++r) {
+                Tree t;
+                t.parents = parents;
+                t.tokens = random_tokens(g, int(parents.size()), vocab);
+                check_tree(t, name + ", pass " + std::to_string(r));
+            }
+        };
+        run(branch_at_2, 4, "branch at node 2");
+        const int64_t replays_before = counts.replays;
+        run(branch_at_0, 2, "branch at node 0");
+        CHECK(counts.replays - replays_before == 2);
+        const int trees = quick() ? 8 : 24;
+        for (int k = 0; k < trees; ++k) {
+            const int32_t n = k % 2 ? 6 : 9;
+            check_tree(random_tree(k % 3 ? TreeShape::SessionLike : TreeShape::Random, n, vocab, g),
+                       "random tree " + std::to_string(k) + " of " + std::to_string(n) + " nodes");
         }
         MESSAGE(std::string(s.name) << ": " << exact << "/" << nodes << " nodes bitwise; passes: " << counts.replays
                                     << " replayed, " << counts.captures << " captured, " << counts.eager << " eager");
-        // Measured: 5-8 of 30 passes replayed, 1 of 12 (a shape is captured on its second sighting).
-        CHECK(counts.replays >= 1);
     }
 }
 
