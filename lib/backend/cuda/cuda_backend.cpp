@@ -36,10 +36,13 @@ CudaSequenceState::~CudaSequenceState() {
     (void)cudaSetDevice(device);
     if (stream) (void)cudaStreamSynchronize(stream);
     const PassLaunchCounts &pl = pass_launches;
-    if (pl.replays + pl.captures + pl.eager > 0)
+    if (pl.replays + pl.captures + pl.eager > 0) {
+        size_t with_pdl = 0;
+        for (const PassGraph &pg : graphs) with_pdl += pg.pdl ? 1 : 0;
         log(SPECLA_LOG_DEBUG, "CUDA sequence state: ", pl.replays, " passes replayed from graphs, ", pl.captures,
             " captured, ", pl.eager, " run eagerly (", seen_shapes.size(), " shapes seen, ", graphs.size(),
-            " graphs kept)");
+            " graphs kept, ", with_pdl, " of them with programmatic dependent launch edges)");
+    }
     clear_graphs();
     if (cublas) (void)cublasDestroy(cublas);
     if (stream) (void)cudaStreamDestroy(stream);
