@@ -243,13 +243,13 @@ TEST_CASE("cuda kernels: multi-row GEMV rows are bitwise the one-token GEMV's") 
         std::vector<int32_t> ns;
     };
     const Case cases[] = {
-        {{600, 2048, P::RmsNorm, E::SwiGLU}, {1, 2, 3, 5, 8, 16, 19}},  // one chunk per thread: 1-8 tokens per tile
+        {{600, 2048, P::RmsNorm, E::SwiGLU}, {1, 2, 3, 5, 8, 16, 19, 33, 64}},  // one chunk per thread: 1-8 tokens per tile
         {{2048, 2048, P::HeadNorm, E::Add, 256, true}, {7, 16}},  // a head per warp
         {{400, 512, P::HeadNorm, E::Store, 128, false}, {3, 8}},  // two heads per warp
         {{1000, 2048, P::RmsNorm, E::Store}, {4, 12}},
         {{513, 5632, P::None, E::Add}, {2, 4, 7, 16}},                  // two chunks per thread
         {{100, 9000, P::None, E::Store}, {3}},                           // four chunks per thread
-        {{3000, 384, P::RmsNorm, E::Logits}, {1, 17}},
+        {{3000, 384, P::RmsNorm, E::Logits}, {1, 17, 64}},
         {{64, 144, P::HeadNorm, E::Store, 24, true}, {5}},               // heads across lanes: ordered sums
         {{50, 100, P::RmsNorm, E::Store}, {4}},                          // cols % 8 != 0: one launch per row
     };
