@@ -197,11 +197,12 @@ void run_gemv_multi_case(Rand &rnd, const GemvCase &gc, int32_t n, const kern::L
     const int64_t R = gc.rows, Cn = gc.cols;
     const bool paired = gc.epi == kern::GemvEpilogue::SwiGLU;
     const int64_t nout = paired ? R / 2 : R;
-    // Rows of x and z `pad` floats apart beyond their width, and z from one float past a 16-byte
-    // boundary in half the cases: the prologue's 16-byte loads where a row is aligned, scalar ones
-    // elsewhere, must give the same values. The gate raw (use_gate 1) or already through silu (2).
-    const int64_t x_ld = Cn + rnd.integer(0, 1), z_ld = Cn + rnd.integer(0, 1);
-    const int z_off = rnd.integer(0, 1), use_gate = gc.gate ? rnd.integer(1, 2) : 0;
+    // Rows of x and z one float apart beyond their width, and z from one float past a 16-byte
+    // boundary, for odd and even row counts in turn (the cases list both for every gated shape):
+    // the prologue's 16-byte loads where a row is aligned, scalar ones elsewhere, must give the
+    // same values. The gate raw (use_gate 1) or already through silu (2).
+    const int64_t x_ld = Cn + n % 2, z_ld = Cn + (n / 2) % 2;
+    const int z_off = n % 2, use_gate = gc.gate ? 1 + n % 2 : 0;
     INFO("x_ld=", x_ld, " z_ld=", z_ld, " z offset=", z_off, " use_gate=", use_gate);
     DevBuf<uint16_t> dw(to_bf16(rnd.normals(size_t(R * Cn), 1.f / std::sqrt(float(Cn)))));
     DevBuf<float> dx(rnd.normals(size_t(n * x_ld), 1.5f));
@@ -250,7 +251,7 @@ TEST_CASE("cuda kernels: multi-row GEMV rows are bitwise the one-token GEMV's") 
         {{513, 5632, P::None, E::Add}, {2, 4, 7, 16}},                  // two chunks per thread
         {{100, 9000, P::None, E::Store}, {3}},                           // four chunks per thread
         {{3000, 384, P::RmsNorm, E::Logits}, {1, 17, 64}},
-        {{64, 144, P::HeadNorm, E::Store, 24, true}, {5}},               // heads across lanes: ordered sums
+        {{64, 144, P::HeadNorm, E::Store, 24, true}, {5, 6}},            // heads across lanes: ordered sums
         {{50, 100, P::RmsNorm, E::Store}, {4}},                          // cols % 8 != 0: one launch per row
     };
     for (const Case &c : cases)

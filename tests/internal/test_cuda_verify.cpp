@@ -296,7 +296,7 @@ TEST_CASE("cuda verify: a captured pass replays other trees of its launch shape 
         };
         // The first tree four times: its launch shape is captured (for each factor set, which
         // alternates between passes and is part of the key); the other tree's two passes then both
-        // replay those graphs with its own tables.
+        // replay those graphs with its own tables. Then the same with trees whose waves differ.
         const std::vector<int32_t> branch_at_2 = {-1, 0, 1, 2, 3, 2}, branch_at_0 = {-1, 0, 1, 2, 3, 0};
         auto run = [&](const std::vector<int32_t> &parents, int times, const std::string &name) {
             for (int r = 0; r < times; ++r) {
@@ -307,8 +307,16 @@ TEST_CASE("cuda verify: a captured pass replays other trees of its launch shape 
             }
         };
         run(branch_at_2, 4, "branch at node 2");
-        const int64_t replays_before = counts.replays;
+        int64_t replays_before = counts.replays;
         run(branch_at_0, 2, "branch at node 0");
+        CHECK(counts.replays - replays_before == 2);
+        // A wave's chain slots hold more chains than another tree of the shape has: four leaves off
+        // a 5-node chain (four chains in the second wave), then three off a 6-node chain (three in
+        // the same four slots; the fourth slot's CTAs exit). The first tree also takes the most
+        // branch-point states, so the second does not grow their buffer (which clears the graphs).
+        run({-1, 0, 1, 2, 3, 0, 1, 2, 3}, 4, "four leaves off a 5-node chain");
+        replays_before = counts.replays;
+        run({-1, 0, 1, 2, 3, 4, 1, 2, 3}, 2, "three leaves off a 6-node chain");
         CHECK(counts.replays - replays_before == 2);
         const int trees = quick() ? 8 : 24;
         for (int k = 0; k < trees; ++k) {

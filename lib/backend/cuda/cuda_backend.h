@@ -201,7 +201,8 @@ struct TreeLaunch {
     // Per wave, the chain slots launched: its chain count rounded up to a power of two, so that
     // trees differing only in how many chains a wave has share a launch shape (cuda_verify.cpp).
     std::vector<int32_t> wave_slots;
-    int32_t chain_len_bound = 1;  // the longest chain's length rounded up to a power of two
+    // The longest chain's length rounded up to a power of two, at most the state's factor rows.
+    int32_t chain_len_bound = 1;
     int32_t n_snapshots = 0;
 };
 

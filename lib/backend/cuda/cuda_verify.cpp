@@ -156,6 +156,9 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
         if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0});
         tl.waves[size_t(wave)].second += 1;
         while (tl.chain_len_bound < int32_t(ch.nodes.size())) tl.chain_len_bound *= 2;
+        // Never past the factor rows (no chain is longer): the node lists of the longest chain a
+        // session may verify must fit beside the stage (launch_tree_chains).
+        tl.chain_len_bound = std::min(tl.chain_len_bound, F);
         h[lay.chain_info + 3 * size_t(ci)] = pos;
         h[lay.chain_info + 3 * size_t(ci) + 1] = int32_t(ch.nodes.size());
         h[lay.chain_info + 3 * size_t(ci) + 2] =
