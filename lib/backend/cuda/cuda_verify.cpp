@@ -36,6 +36,14 @@ namespace {
 // plain greedy output token for token), so Auto keeps it for every tree a drafter of this project
 // builds (a pending token + at most 8 levels: at most 9 waves); see auto_algorithm().
 constexpr int32_t kAutoMaxHybridWaves = 16;
+
+// The launch-shape rounding of a tree's hybrid schedule (verify_tree's graph key): trees whose
+// counts round alike share a captured pass.
+int32_t round_up_pow2(int32_t n) {
+    int32_t r = 1;
+    while (r < n) r *= 2;
+    return r;
+}
 }  // namespace
 
 void CudaBackend::init_verify(CudaSequenceState &st, const SessionLimits &limits) {
@@ -149,16 +157,13 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
     for (size_t i = 0; i < order.size(); ++i) order[i] = int32_t(i);
     std::stable_sort(order.begin(), order.end(),
                      [&](int32_t a, int32_t b) { return plan.waves[size_t(a)] < plan.waves[size_t(b)]; });
-    int32_t pos = 0, ci = 0;
+    int32_t pos = 0, ci = 0, longest_chain = 1;
     for (int32_t idx : order) {
         const TreePlan::Chain &ch = plan.chains[size_t(idx)];
         const int32_t wave = plan.waves[size_t(idx)];
         if (tl.waves.size() <= size_t(wave)) tl.waves.push_back({ci, 0});
         tl.waves[size_t(wave)].second += 1;
-        while (tl.chain_len_bound < int32_t(ch.nodes.size())) tl.chain_len_bound *= 2;
-        // Never past the factor rows (no chain is longer): the node lists of the longest chain a
-        // session may verify must fit beside the stage (launch_tree_chains).
-        tl.chain_len_bound = std::min(tl.chain_len_bound, F);
+        longest_chain = std::max(longest_chain, int32_t(ch.nodes.size()));
         h[lay.chain_info + 3 * size_t(ci)] = pos;
         h[lay.chain_info + 3 * size_t(ci) + 1] = int32_t(ch.nodes.size());
         h[lay.chain_info + 3 * size_t(ci) + 2] =
@@ -167,12 +172,13 @@ void CudaBackend::prepare_tree(CudaSequenceState &st, const int32_t *parents, in
         for (int32_t v : ch.nodes) h[lay.chain_nodes + size_t(pos++)] = v;
         ++ci;
     }
+    // Never past the factor rows (no chain is longer): the node lists of the longest chain a
+    // session may verify must fit beside the stage (launch_tree_chains).
+    tl.chain_len_bound = std::min(round_up_pow2(longest_chain), F);
     for (size_t w = 0; w < tl.waves.size(); ++w) {
         h[lay.wave_info + 2 * w] = tl.waves[w].first;
         h[lay.wave_info + 2 * w + 1] = tl.waves[w].second;
-        int32_t slots = 1;
-        while (slots < tl.waves[w].second) slots *= 2;
-        tl.wave_slots.push_back(slots);
+        tl.wave_slots.push_back(round_up_pow2(tl.waves[w].second));
     }
     for (int32_t v = 0; v < n; ++v) h[lay.snap + size_t(v)] = plan.snapshot_slot[size_t(v)];
     tl.n_snapshots = plan.n_snapshots;
