@@ -74,13 +74,16 @@ __global__ void sample_cut_kernel(const double *w, const double *cum, const int3
     if (last >= 0) atomicMax(&scalars[1], last);
 }
 
-// First id whose inclusive cumulative mass exceeds u * total; the last kept id when rounding
-// leaves none (u close to 1), as the host does.
-__global__ void sample_pick_kernel(const double *cum, int32_t vocab, double u, const int32_t *scalars, int32_t *out) {
+// First id whose inclusive cumulative mass exceeds u * total; the last id of positive mass when
+// rounding leaves none (u close to 1), as the host does (after launch_remove_tokens too, so the
+// cut's last kept id is not enough: found by a backward scan, in that rare case only).
+__global__ void sample_pick_kernel(const double *cum, const double *pd, int32_t vocab, double u, int32_t *out) {
     const double target = u * cum[vocab - 1];
     int32_t lo = 0, hi = vocab - 1;
     if (!(cum[hi] > target)) {
-        *out = scalars[1] >= 0 ? scalars[1] : 0;
+        int32_t last = vocab - 1;
+        while (last > 0 && !(pd[last] > 0.0)) --last;
+        *out = last;
         return;
     }
     while (lo < hi) {
@@ -88,10 +91,39 @@ __global__ void sample_pick_kernel(const double *cum, int32_t vocab, double u, c
         if (cum[mid] > target) hi = mid;
         else lo = mid + 1;
     }
+    // The parallel scan rounds its prefixes in another order than a running sum, so the first
+    // prefix past the target may end at an id of zero mass (outside the cut, or a rejected token):
+    // the mass crosses the target at the next id that has some (the last one if none follows).
+    if (!(pd[lo] > 0.0)) {
+        int32_t next = lo;
+        while (next < vocab && !(pd[next] > 0.0)) ++next;
+        if (next == vocab)
+            for (next = lo; next > 0 && !(pd[next] > 0.0);) --next;
+        lo = next;
+    }
     *out = lo;
 }
 
 int grid_for(int32_t n) { return int((n + 255) / 256 < 256 ? (n + 255) / 256 : 256); }
+
+constexpr int kGatherThreads = 1024;
+
+// One CTA: out[0] = the sum of pd (the distribution's total, in a fixed order), out[1 + i] =
+// pd[ids.id[i]] for the children of the walk's position.
+__global__ void __launch_bounds__(kGatherThreads) gather_probs_kernel(const double *pd, int32_t vocab, TokenList ids,
+                                                                      double *out) {
+    using BlockReduce = cub::BlockReduce<double, kGatherThreads>;
+    __shared__ typename BlockReduce::TempStorage tmp;
+    double s = 0.0;
+    for (int32_t i = threadIdx.x; i < vocab; i += blockDim.x) s += pd[i];
+    s = BlockReduce(tmp).Sum(s);
+    if (threadIdx.x == 0) out[0] = s;
+    for (int32_t i = threadIdx.x; i < ids.n; i += blockDim.x) out[1 + i] = pd[ids.id[i]];
+}
+
+__global__ void remove_tokens_kernel(double *pd, TokenList ids) {
+    for (int32_t i = threadIdx.x; i < ids.n; i += blockDim.x) pd[ids.id[i]] = 0.0;
+}
 
 }  // namespace
 
@@ -105,8 +137,8 @@ size_t sampling_temp_bytes(int32_t vocab) {
     return sort_bytes > scan_bytes ? sort_bytes : scan_bytes;
 }
 
-cudaError_t launch_sample(const float *logits, int32_t vocab, float temperature, int32_t top_k, float top_p,
-                          double u, const SamplingBuffers &b, int32_t *out_token, cudaStream_t stream) {
+cudaError_t launch_sampling_distribution(const float *logits, int32_t vocab, float temperature, int32_t top_k,
+                                         float top_p, const SamplingBuffers &b, cudaStream_t stream) {
     cudaError_t e;
     const int grid = grid_for(vocab);
     sample_prep_kernel<<<grid, 256, 0, stream>>>(logits, vocab, b.keys_in, b.ids_in);
@@ -124,11 +156,36 @@ cudaError_t launch_sample(const float *logits, int32_t vocab, float temperature,
     if (e != cudaSuccess) return e;
     if ((e = cudaMemsetAsync(b.pd, 0, size_t(vocab) * sizeof(double), stream)) != cudaSuccess) return e;
     sample_cut_kernel<<<1, 1024, 0, stream>>>(b.w, b.cum, b.ids_out, keep, top_p, b.pd, b.scalars);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    bytes = b.temp_bytes;
-    e = cub::DeviceScan::InclusiveSum(b.temp, bytes, b.pd, b.cum, vocab, stream);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_sample_from_distribution(int32_t vocab, double u, const SamplingBuffers &b, int32_t *out_token,
+                                            cudaStream_t stream) {
+    size_t bytes = b.temp_bytes;
+    const cudaError_t e = cub::DeviceScan::InclusiveSum(b.temp, bytes, b.pd, b.cum, vocab, stream);
     if (e != cudaSuccess) return e;
-    sample_pick_kernel<<<1, 1, 0, stream>>>(b.cum, vocab, u, b.scalars, out_token);
+    sample_pick_kernel<<<1, 1, 0, stream>>>(b.cum, b.pd, vocab, u, out_token);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_sample(const float *logits, int32_t vocab, float temperature, int32_t top_k, float top_p,
+                          double u, const SamplingBuffers &b, int32_t *out_token, cudaStream_t stream) {
+    const cudaError_t e = launch_sampling_distribution(logits, vocab, temperature, top_k, top_p, b, stream);
+    if (e != cudaSuccess) return e;
+    return launch_sample_from_distribution(vocab, u, b, out_token, stream);
+}
+
+cudaError_t launch_gather_probs(const SamplingBuffers &b, int32_t vocab, const TokenList &ids, double *out,
+                                cudaStream_t stream) {
+    if (ids.n < 0 || ids.n > kTokenListMax) return cudaErrorInvalidValue;
+    gather_probs_kernel<<<1, kGatherThreads, 0, stream>>>(b.pd, vocab, ids, out);
+    return cudaGetLastError();
+}
+
+cudaError_t launch_remove_tokens(const SamplingBuffers &b, const TokenList &ids, cudaStream_t stream) {
+    if (ids.n < 0 || ids.n > kTokenListMax) return cudaErrorInvalidValue;
+    if (ids.n == 0) return cudaSuccess;
+    remove_tokens_kernel<<<1, 64, 0, stream>>>(b.pd, ids);
     return cudaGetLastError();
 }
 

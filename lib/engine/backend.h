@@ -18,6 +18,25 @@ namespace specla {
 
 enum class LogitsRows { None, Last, All };
 
+// One row's sampling distribution p at a time, over a verification's rows that stay where the
+// backend keeps them (Backend::row_sampler): what sampled acceptance of one-hot proposals needs.
+class RowSampler {
+public:
+    virtual ~RowSampler() = default;
+    // p := the sampling distribution of row `row` of the last verify_tree.
+    virtual void select(int32_t row) = 0;
+    // total = the sum of p (its float probabilities added in double), probs[i] = p(ids[i]).
+    virtual void probabilities(const int32_t *ids, int32_t n, double &total, double *probs) = 0;
+    // sample_from_distribution's rule over p with the tokens `removed` at 0: the first id whose
+    // cumulative mass exceeds u times the total.
+    virtual int32_t draw(const int32_t *removed, int32_t n_removed, double u) = 0;
+};
+
+// Sampled acceptance (spec/accept.cpp): a rejection whose residual's mass is below this is rounding
+// noise (p <= q everywhere), and the distribution is kept as it was. One definition for the host
+// rule and a backend's own.
+constexpr double kAcceptResidualFloor = 1e-6;
+
 // How a draft tree's recurrence is evaluated (engine/tree_recurrence.md): heavy-light chains with
 // the state resident inside each chain and only branch-point states materialised, or the
 // parallel tree-masked WY (chunk) form. Auto lets the backend pick per tree shape.
@@ -174,6 +193,15 @@ public:
     // loads it (verify_tree, eval_chain) or at flush_commit.
     virtual void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred);
     virtual void flush_commit(SequenceState &state);
+
+    // The sampling distributions of a verification's rows where its logits are, for sampled
+    // acceptance without copying them (spec/accept.h, accept_sampled_rows); null where the
+    // backend has none for this config (the caller then copies the rows: accept_sampled). Use it
+    // right after the verify_tree whose rows it reads and before the state's next pass, which
+    // overwrites them.
+    virtual std::unique_ptr<RowSampler> row_sampler(SequenceState &state, const SamplingConfig &sampling) {
+        return nullptr;
+    }
 
     // Copy one layer's recurrent state to host memory as [HV, V, K] fp32 (fla's layout).
     virtual void read_recurrent_state(SequenceState &state, int32_t layer, float *out) = 0;

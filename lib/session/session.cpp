@@ -170,6 +170,10 @@ void Session::verify(const DraftTree &tree, TreeAlgorithm algorithm, const Verif
     verified_ = true;
 }
 
+std::unique_ptr<RowSampler> Session::row_sampler(const SamplingConfig &sampling) {
+    return pending_ ? model_->backend().row_sampler(*state_, sampling) : nullptr;
+}
+
 void Session::commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred) {
     require(verified_, SPECLA_ERR_STATE, "commit without a preceding verification");
     validate_tokens(config(), &bonus, 1);

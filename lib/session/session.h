@@ -74,6 +74,11 @@ public:
     // Speculative verification of a draft tree after the context (parents -1 = first draft
     // position). The state is not changed; commit() then keeps an accepted path.
     void verify(const DraftTree &tree, TreeAlgorithm algorithm, const VerifyBuffers &out);
+    // The backend's sampler over the rows of the next verification (Backend::row_sampler), for use
+    // right after it and before any other pass, where a pending token leads it: the root's logits
+    // are then row 0 and node i's row i + 1 (accept_sampled_rows). Null otherwise, or where the
+    // backend has none for the config.
+    std::unique_ptr<RowSampler> row_sampler(const SamplingConfig &sampling);
     // Keep the accepted path (tree node indices, root to leaf) of the last verify and make
     // `bonus` the next, pending token. deferred: leave the state update to the next pass.
     void commit(const std::vector<int32_t> &path, int32_t bonus, bool deferred);

@@ -46,7 +46,7 @@ namespace specla {
 
 namespace {
 
-constexpr double kResidualFloor = 1e-6;
+constexpr double kResidualFloor = kAcceptResidualFloor;
 
 // Children of every position in node order, as singly linked lists: first[n] is the first
 // child of the root (the end of the context), first[i] of node i; next[c] the next sibling.
@@ -182,6 +182,50 @@ AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, con
         path_tokens.push_back(tree.tokens[size_t(accepted)]);
         cur = accepted;
         logits = node_logits + size_t(accepted) * size_t(vocab);
+    }
+}
+
+AcceptResult accept_sampled_rows(const DraftTree &tree, RowSampler &rows, int32_t vocab, int32_t root_row,
+                                 int32_t first_node_row, Rng &rng) {
+    require(vocab > 0, SPECLA_ERR_INVALID_ARGUMENT, "accept: vocab must be positive");
+    require(tree.parents.size() == tree.tokens.size(), SPECLA_ERR_INVALID_ARGUMENT, "accept: draft tree has ",
+            tree.tokens.size(), " tokens but ", tree.parents.size(), " parents");
+    require(tree.draft_dists.empty(), SPECLA_ERR_INVALID_ARGUMENT,
+            "accept: a backend's row sampler judges one-hot proposals only (the draft has distributions)");
+    validate_tree(tree.tokens.data(), tree.parents.data(), tree.size(), vocab);
+    const Children children(tree);
+    std::vector<int32_t> ids, nodes, removed;
+    std::vector<double> probs;
+    AcceptResult result;
+    int32_t cur = -1;
+    for (;;) {
+        rows.select(cur < 0 ? root_row : first_node_row + cur);
+        ids.clear(), nodes.clear(), removed.clear();
+        for (int32_t c = children.first_of(cur); c >= 0; c = children.next[size_t(c)])
+            ids.push_back(tree.tokens[size_t(c)]), nodes.push_back(c);
+        double total = 1.0, removed_mass = 0.0;
+        probs.resize(ids.size());
+        if (!ids.empty()) rows.probabilities(ids.data(), int32_t(ids.size()), total, probs.data());
+        int32_t accepted = -1;
+        for (size_t i = 0; i < ids.size() && accepted < 0; ++i) {
+            const int32_t x = ids[i];
+            const bool gone = std::find(removed.begin(), removed.end(), x) != removed.end();
+            const double mass = total - removed_mass;
+            const double px = gone || !(mass > 0.0) ? 0.0 : probs[i] / mass;  // the current p(x)
+            const double u = rng.uniform();
+            if (px > 0.0 && u < px) {
+                accepted = nodes[i];
+                break;
+            }
+            // Rejected: x leaves the residual, unless what is left is rounding noise.
+            if (px > 0.0 && (mass - probs[i]) / mass >= kResidualFloor) removed.push_back(x), removed_mass += probs[i];
+        }
+        if (accepted < 0) {
+            result.bonus = rows.draw(removed.data(), int32_t(removed.size()), rng.uniform());
+            return result;
+        }
+        result.path.push_back(accepted);
+        cur = accepted;
     }
 }
 

@@ -39,4 +39,15 @@ AcceptResult accept_greedy_choices(const DraftTree &tree, int32_t root_choice, c
 AcceptResult accept_sampled(const DraftTree &tree, const float *root_logits, const float *node_logits, int32_t vocab,
                             const SamplingConfig &sampling, Rng &rng, const History &context = History{});
 
+// accept_sampled's rule for one-hot proposals (tree.draft_dists empty) over rows that stay where a
+// backend keeps them (Backend::row_sampler): the root's row is root_row, node i's first_node_row +
+// i. The rows' distributions are the sampler's, i.e. sampling_distribution's for a config without
+// history-dependent transforms. The residual after rejected tokens is p0 / (total - their mass)
+// outside them, which the host rule computes by renormalising after each rejection (the same up
+// to its float rounding of each step), with the same floor; the random stream is the same: one
+// uniform per child tried, one for the bonus.
+// The tree is validated against `vocab` first (token ids index the rows).
+AcceptResult accept_sampled_rows(const DraftTree &tree, RowSampler &rows, int32_t vocab, int32_t root_row,
+                                 int32_t first_node_row, Rng &rng);
+
 }  // namespace specla

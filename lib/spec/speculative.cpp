@@ -27,6 +27,18 @@ void verify_and_accept(Session &session, const DraftTree &tree, const SamplingCo
         acc = accept_greedy_choices(tree, root_choice, choice.data());
         return;
     }
+    // Sampled, one-hot proposals (no drafter distributions), a config the backend's own sampler
+    // covers: the same rule where the logits are (on the GPU: a few bytes per position reached
+    // instead of n + 1 vocab-wide rows).
+    // (The rule over rows reads no history: configs whose distribution depends on it stay on the
+    // host whatever a backend offers.)
+    if (!sampling.greedy() && tree.draft_dists.empty() && !need_logits && !sampling.needs_host_sampler(int32_t(vocab))) {
+        if (std::unique_ptr<RowSampler> rows = session.row_sampler(sampling)) {
+            session.verify(tree, algorithm, buf);
+            acc = accept_sampled_rows(tree, *rows, int32_t(vocab), 0, 1, rng);
+            return;
+        }
+    }
     root.resize(vocab);
     nodes.resize(n * vocab);
     buf.root_logits = root.data();

@@ -49,6 +49,7 @@ CudaSequenceState::~CudaSequenceState() {
     if (h_tokens) (void)cudaFreeHost(h_tokens);
     if (h_argmax) (void)cudaFreeHost(h_argmax);
     if (h_sampled) (void)cudaFreeHost(h_sampled);
+    if (h_gather) (void)cudaFreeHost(h_gather);
     if (h_tree_tables) (void)cudaFreeHost(h_tree_tables);
     if (h_desc) (void)cudaFreeHost(h_desc);
     if (h_verify_argmax) (void)cudaFreeHost(h_verify_argmax);
@@ -202,6 +203,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
         st->sampling.cum = cv.take<double>(vocab);
         st->sampling.pd = cv.take<double>(vocab);
         st->sampling.scalars = cv.take<int32_t>(4);
+        st->d_gather = cv.take<double>(1 + kern::kTokenListMax);
         st->sampling.temp = cv.take<char>(sampling_temp);
         st->sampling.temp_bytes = sampling_temp;
         st->cublas_workspace = cv.take<char>(kCublasWorkspaceBytes);
@@ -219,6 +221,7 @@ std::unique_ptr<SequenceState> CudaBackend::create_state(const SessionLimits &li
     st->alloc_pinned(st->h_tokens, Tm * 4, "cudaHostAlloc");
     st->alloc_pinned(st->h_argmax, 8, "cudaHostAlloc");
     st->alloc_pinned(st->h_sampled, 4, "cudaHostAlloc");
+    st->alloc_pinned(st->h_gather, (1 + kern::kTokenListMax) * sizeof(double), "cudaHostAlloc");
     if (is_drafter()) st->alloc_pinned(st->h_features, Tm * D * 4, "cudaHostAlloc(input features)");
     check(cublasCreate(&st->cublas), "cublasCreate");
     check(cublasSetStream(st->cublas, st->stream), "cublasSetStream");

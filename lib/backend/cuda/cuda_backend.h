@@ -118,6 +118,9 @@ struct CudaSequenceState final : SequenceState {
     int32_t *h_tokens = nullptr;
     unsigned long long *h_argmax = nullptr;
     int32_t *h_sampled = nullptr;
+    // Sampled acceptance's row sampler (cuda_accept.cpp): a row's total and some of its
+    // probabilities, on the device and their pinned mirror ([1 + kern::kTokenListMax]).
+    double *d_gather = nullptr, *h_gather = nullptr;
 
     // ---- speculative verification (cuda_verify.cpp) ----
     // Factor rows of the last verification, per layer and node (F = max_tree_nodes + 1 nodes: the
@@ -242,6 +245,9 @@ public:
                      TreeAlgorithm algorithm, const VerifyOutputs &out) override;
     void commit_path(SequenceState &state, const int32_t *nodes, int32_t n, bool deferred) override;
     void flush_commit(SequenceState &state) override;
+    // For temperature, top-k and top-p over the whole vocabulary (what the device sampler does):
+    // cuda_accept.cpp.
+    std::unique_ptr<RowSampler> row_sampler(SequenceState &state, const SamplingConfig &sampling) override;
     void copy_state(SequenceState &from, SequenceState &to) override;
     void export_state(SequenceState &state, float *recurrent, float *conv) override;
     void import_state(SequenceState &state, const float *recurrent, const float *conv) override;
