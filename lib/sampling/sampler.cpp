@@ -63,60 +63,94 @@ int32_t greedy_token(const float *logits, int32_t vocab, const SamplingConfig &c
     return argmax(transformed_logits(logits, vocab, cfg, history, scratch), cfg.candidates(vocab));
 }
 
+namespace {
+
+// w[i] = exp((l[i] - maxv) / T) for n logits, and their sum. In float: the rows are float, and a
+// float exp costs about half a double one (the exp over the vocabulary is most of the sampler's
+// time: vocab-wide rows per drafted and verified position); the sum in double over four
+// independent partial sums (fixed order, so the same inputs always give the same sum). greedy()
+// leaves only temperatures >= SPECLA_LIMIT_MIN_TEMPERATURE (FLT_MIN) to sampling, whose
+// reciprocal is a finite float; a scaled difference that overflows is -inf and weighs 0, and the
+// largest logit weighs exp(0) = 1, so the total is at least 1 and never NaN.
+double exp_weights(const float *l, size_t n, float maxv, float inv_t, float *w) {
+    double part[4] = {0, 0, 0, 0};
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4)
+        for (size_t j = 0; j < 4; ++j) part[j] += double(w[i + j] = std::exp((l[i + j] - maxv) * inv_t));
+    for (; i < n; ++i) part[0] += double(w[i] = std::exp((l[i] - maxv) * inv_t));
+    return (part[0] + part[1]) + (part[2] + part[3]);
+}
+
+// min-p over weights whose top weighs 1: "probability >= min_p x the top probability" is
+// w >= min_p whatever the normalisation. Returns the new total.
+double apply_min_p(float *w, size_t n, float min_p) {
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+        if (w[i] < min_p) w[i] = 0.f;
+        total += double(w[i]);
+    }
+    return total;
+}
+
+}  // namespace
+
 void sampling_distribution(const float *raw_logits, int32_t vocab, const SamplingConfig &cfg, const History &history,
                            float *probs) {
-    std::fill(probs, probs + vocab, 0.f);
-    thread_local std::vector<float> scratch;
+    thread_local std::vector<float> scratch, kept, w;
+    thread_local std::vector<int32_t> ids;
     const float *logits = transformed_logits(raw_logits, vocab, cfg, history, scratch);
+    const int32_t all = vocab;
     vocab = cfg.candidates(vocab);  // the ids above keep probability 0
+    std::fill(probs + vocab, probs + all, 0.f);
     if (cfg.greedy()) {
+        std::fill(probs, probs + vocab, 0.f);
         probs[argmax(logits, vocab)] = 1.f;
         return;
     }
     const bool use_k = cfg.top_k > 0 && cfg.top_k < vocab;
     const bool use_p = cfg.top_p < 1.f;
-    // Candidate ids in descending logit order (ties: lower id first) when a cut needs the order.
-    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    const float inv_t = 1.f / cfg.temperature;
+    const size_t n = size_t(vocab);
+    if (!use_k && !use_p) {
+        // Every candidate stays: no order needed, the weights are written in place.
+        const float maxv = *std::max_element(logits, logits + n);
+        double total = exp_weights(logits, n, maxv, inv_t, probs);
+        if (cfg.min_p > 0.f) total = apply_min_p(probs, n, cfg.min_p);
+        const double inv = 1.0 / total;
+        for (size_t i = 0; i < n; ++i) probs[i] = float(double(probs[i]) * inv);
+        return;
+    }
+    // Candidate ids in descending logit order (ties: lower id first), as far as the cut needs.
+    ids.resize(n);
     std::iota(ids.begin(), ids.end(), 0);
     auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
-    size_t keep = size_t(vocab);
+    size_t keep = n;
     if (use_k) {
         keep = size_t(cfg.top_k);
-        std::partial_sort(ids.begin(), ids.begin() + keep, ids.end(), before);
-    } else if (use_p) {
+        std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(keep), ids.end(), before);
+    } else {
         std::sort(ids.begin(), ids.end(), before);
     }
-    // greedy() leaves only temperatures >= SPECLA_LIMIT_MIN_TEMPERATURE (FLT_MIN) to sampling, whose
-    // reciprocal is a finite float; the scaled differences are formed in double, and the largest
-    // logit weighs exp(0) = 1, so the total is at least 1 and never NaN.
-    const float inv_t = 1.f / cfg.temperature;
-    float maxv = -INFINITY;
-    for (size_t i = 0; i < keep; ++i) maxv = std::max(maxv, logits[ids[i]]);
-    std::vector<double> w(keep);
-    double total = 0;
-    for (size_t i = 0; i < keep; ++i) total += w[i] = std::exp(double(logits[ids[i]] - maxv) * inv_t);
+    kept.resize(keep);
+    w.resize(keep);
+    for (size_t i = 0; i < keep; ++i) kept[i] = logits[ids[i]];
+    double total = exp_weights(kept.data(), keep, kept[0], inv_t, w.data());  // kept[0] is the largest
     if (use_p) {
         // Smallest prefix whose mass reaches top_p (at least one token).
         const double target = double(std::max(cfg.top_p, 0.f)) * total;
         double cum = 0;
         size_t cut = 0;
         while (cut < keep) {
-            cum += w[cut++];
+            cum += double(w[cut++]);
             if (cum >= target) break;
         }
         keep = cut;
         total = cum;
     }
-    if (cfg.min_p > 0.f) {
-        // The top token weighs exactly 1 (exp(0)), so "probability >= min_p x the top
-        // probability" is w >= min_p, whatever the normalisation.
-        total = 0;
-        for (size_t i = 0; i < keep; ++i) {
-            if (w[i] < double(cfg.min_p)) w[i] = 0;
-            total += w[i];
-        }
-    }
-    for (size_t i = 0; i < keep; ++i) probs[ids[i]] = float(w[i] / total);
+    if (cfg.min_p > 0.f) total = apply_min_p(w.data(), keep, cfg.min_p);
+    std::fill(probs, probs + n, 0.f);
+    const double inv = 1.0 / total;
+    for (size_t i = 0; i < keep; ++i) probs[ids[i]] = float(double(w[i]) * inv);
 }
 
 void sampling_distribution(const float *logits, int32_t vocab, const SamplingConfig &cfg, float *probs) {
@@ -126,6 +160,10 @@ void sampling_distribution(const float *logits, int32_t vocab, const SamplingCon
 int32_t sample_from_distribution(const float *probs, int32_t vocab, double u) {
     double total = 0;
     for (int32_t i = 0; i < vocab; ++i) total += probs[i];
+    return sample_from_distribution(probs, vocab, u, total);
+}
+
+int32_t sample_from_distribution(const float *probs, int32_t vocab, double u, double total) {
     const double target = u * total;
     double cum = 0;
     int32_t last_nonzero = 0;

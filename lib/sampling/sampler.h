@@ -59,6 +59,9 @@ int32_t greedy_token(const float *logits, int32_t vocab, const SamplingConfig &c
 
 // Draw from a dense distribution (need not be normalised) with u in [0, 1).
 int32_t sample_from_distribution(const float *probs, int32_t vocab, double u);
+// The same with the row's total (its sum in double, in any fixed order) already known: one pass
+// over the row instead of two.
+int32_t sample_from_distribution(const float *probs, int32_t vocab, double u, double total);
 
 int32_t sample_token(const float *logits, int32_t vocab, const SamplingConfig &cfg, const History &history, double u);
 int32_t sample_token(const float *logits, int32_t vocab, const SamplingConfig &cfg, double u);

@@ -260,27 +260,51 @@ void TreeBuilder::add_children(int32_t parent, const float *probs, double row_su
 
     // Sampled: draw without replacement. available = q with the tokens drawn so far removed; each
     // sibling's row is `available` renormalised, and the token is drawn from exactly that row.
+    // One pass over the vocabulary per sibling writes its row and sums it (the draw's total), a
+    // second finds the drawn token; the remaining mass is kept by subtraction (a sibling's row is
+    // a proposal, q, which acceptance reads as it was written, so its normalisation need not be
+    // exact). The sums run over four independent partial sums: the vocabulary-long chain of
+    // dependent additions was most of a sibling's time.
     available_.assign(q, q + v);
+    double mass = 0;
+    {
+        double part[4] = {0, 0, 0, 0};
+        size_t t = 0;
+        for (; t + 4 <= v; t += 4)
+            for (size_t j = 0; j < 4; ++j) part[j] += double(available_[t + j]);
+        for (; t < v; ++t) part[0] += double(available_[t]);
+        mass = (part[0] + part[1]) + (part[2] + part[3]);
+    }
     for (int32_t j = 0; j < max_children; ++j) {
-        double mass = 0;
-        for (size_t t = 0; t < v; ++t) mass += double(available_[t]);
         if (!(mass > 0)) break;  // the parent's support is exhausted
         const size_t at = rows_.size();
         rows_.resize(at + v);
         float *row = rows_.data() + at;
-        double row_total = 0, expected_q = 0;
-        for (size_t t = 0; t < v; ++t) {
-            row[t] = float(double(available_[t]) / mass);
-            row_total += double(row[t]);
-            expected_q += double(row[t]) * double(q[t]);
+        const double inv = 1.0 / mass;
+        double total[4] = {0, 0, 0, 0}, eq[4] = {0, 0, 0, 0};
+        size_t t = 0;
+        for (; t + 4 <= v; t += 4)
+            for (size_t k = 0; k < 4; ++k) {
+                const float r = float(double(available_[t + k]) * inv);
+                row[t + k] = r;
+                total[k] += double(r);
+                eq[k] += double(r) * double(q[t + k]);
+            }
+        for (; t < v; ++t) {
+            row[t] = float(double(available_[t]) * inv);
+            total[0] += double(row[t]);
+            eq[0] += double(row[t]) * double(q[t]);
         }
+        const double row_total = (total[0] + total[1]) + (total[2] + total[3]);
+        const double expected_q = (eq[0] + eq[1]) + (eq[2] + eq[3]);
         if (!(row_total > 0)) {  // every remaining entry underflowed in float
             rows_.resize(at);
             break;
         }
-        const int32_t token = sample_from_distribution(row, vocab_, rng_->uniform());
+        const int32_t token = sample_from_distribution(row, vocab_, rng_->uniform(), row_total);
         prior_value_.push_back(std::exp(double(parent_score)) * expected_q);
         add(token);
+        mass -= double(available_[size_t(token)]);
         available_[size_t(token)] = 0.f;
     }
 }
