@@ -85,6 +85,12 @@ int main(int argc, char **argv) {
             std::vector<float> p(static_cast<size_t>(V));
             sampling_distribution(logits.data() + size_t(i % kRows) * V, V, top, p.data());
         });
+        SamplingConfig nucleus = sc;
+        nucleus.top_p = 0.95f;
+        const double dist_p = median_us(reps, 20, [&](int i) {
+            std::vector<float> p(static_cast<size_t>(V));
+            sampling_distribution(logits.data() + size_t(i % kRows) * V, V, nucleus, p.data());
+        });
         Rng rng(5);
         TreeParams tp;
         tp.max_nodes = 16, tp.max_depth = 8, tp.top_k = 4, tp.size_from_cost = false;
@@ -115,10 +121,12 @@ int main(int argc, char **argv) {
         std::printf("| sampling_distribution, T=%.2f, one row%s | %.1f |\n", temperature, v.c_str(), dist);
         std::printf("| sampling_distribution, T=%.2f top-k 40 top-p 0.95, one row%s | %.1f |\n", temperature, v.c_str(),
                     dist_cut);
+        std::printf("| sampling_distribution, T=%.2f top-p 0.95 alone, one row%s | %.1f |\n", temperature, v.c_str(), dist_p);
         std::printf("| sampled tree builder, <= 16 nodes, top-k 4 (%.1f nodes)%s | %.1f |\n", per_tree, v.c_str(), build);
         std::printf("| accept_sampled over that tree with its rows (%d nodes)%s | %.1f |\n", tree.size(), v.c_str(), accept);
         json.add("sampling_distribution, one row" + v, dist, "us");
         json.add("sampling_distribution with top-k 40 and top-p 0.95, one row" + v, dist_cut, "us");
+        json.add("sampling_distribution with top-p 0.95 alone, one row" + v, dist_p, "us");
         json.add("sampled tree builder, <= 16 nodes" + v, build, "us");
         json.add("accept_sampled over a 16-node sampled tree" + v, accept, "us");
     }

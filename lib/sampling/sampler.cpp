@@ -120,33 +120,57 @@ void sampling_distribution(const float *raw_logits, int32_t vocab, const Samplin
         for (size_t i = 0; i < n; ++i) probs[i] = float(double(probs[i]) * inv);
         return;
     }
-    // Candidate ids in descending logit order (ties: lower id first), as far as the cut needs.
+    // Candidate ids in descending logit order (ties: lower id first), as far as the cut needs: the
+    // comparator is a strict total order, so a partial sort's prefix is the full sort's.
     ids.resize(n);
     std::iota(ids.begin(), ids.end(), 0);
     auto before = [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); };
     size_t keep = n;
+    double total = 0;
     if (use_k) {
         keep = size_t(cfg.top_k);
         std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(keep), ids.end(), before);
+        kept.resize(keep);
+        for (size_t i = 0; i < keep; ++i) kept[i] = logits[ids[i]];
+        w.resize(keep);
+        total = exp_weights(kept.data(), keep, kept[0], inv_t, w.data());  // kept[0] is the largest
+        if (use_p) {
+            // Smallest prefix whose mass reaches top_p (at least one token).
+            const double target = double(std::max(cfg.top_p, 0.f)) * total;
+            double cum = 0;
+            size_t cut = 0;
+            while (cut < keep) {
+                cum += double(w[cut++]);
+                if (cum >= target) break;
+            }
+            keep = cut;
+            total = cum;
+        }
     } else {
-        std::sort(ids.begin(), ids.end(), before);
-    }
-    kept.resize(keep);
-    w.resize(keep);
-    for (size_t i = 0; i < keep; ++i) kept[i] = logits[ids[i]];
-    double total = exp_weights(kept.data(), keep, kept[0], inv_t, w.data());  // kept[0] is the largest
-    if (use_p) {
-        // Smallest prefix whose mass reaches top_p (at least one token).
-        const double target = double(std::max(cfg.top_p, 0.f)) * total;
+        // top-p alone: every candidate's weight in id order, then only as much of the descending
+        // order as the nucleus takes (growing partial sorts; a full sort of the vocabulary cost
+        // ~0.75 ms per row at 8192 ids and 3.5 ms at 32000).
+        kept.resize(n);
+        const float maxv = *std::max_element(logits, logits + n);
+        const double target = double(std::max(cfg.top_p, 0.f)) * exp_weights(logits, n, maxv, inv_t, kept.data());
         double cum = 0;
         size_t cut = 0;
-        while (cut < keep) {
-            cum += double(w[cut++]);
-            if (cum >= target) break;
+        for (size_t sorted = 0, k = std::min<size_t>(n, 64);; sorted = k, k = std::min(n, 4 * k)) {
+            // ids[0, sorted) already hold the largest, in order; the rest all come after them.
+            std::partial_sort(ids.begin() + std::ptrdiff_t(sorted), ids.begin() + std::ptrdiff_t(k), ids.end(), before);
+            bool reached = false;
+            while (cut < k && !reached) {  // the smallest prefix whose mass reaches top_p
+                cum += double(kept[size_t(ids[cut++])]);
+                reached = cum >= target;
+            }
+            if (reached || k == n) break;
         }
         keep = cut;
         total = cum;
+        w.resize(keep);
+        for (size_t i = 0; i < keep; ++i) w[i] = kept[size_t(ids[i])];
     }
+    // w: the kept tokens' weights in descending order.
     if (cfg.min_p > 0.f) total = apply_min_p(w.data(), keep, cfg.min_p);
     std::fill(probs, probs + n, 0.f);
     const double inv = 1.0 / total;

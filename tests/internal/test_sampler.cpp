@@ -4,7 +4,10 @@
 #include <doctest/doctest.h>
 
 #include <cfloat>
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -168,4 +171,43 @@ TEST_CASE("sampler: extreme settings stay finite") {
         total += x;
     }
     CHECK(total == doctest::Approx(1.0));
+}
+
+TEST_CASE("sampler: top-p keeps the smallest prefix of the descending order, on vocabularies past one partial sort") {
+    // Random rows of 300-20000 ids (the nucleus search sorts 64 ids, then 256, 1024... of them),
+    // with tied logits: the kept set must be a prefix of the descending order (ties: lower id
+    // first), the smallest whose mass reaches top_p, renormalised; checked against weights
+    // computed here in double.
+    std::mt19937 g(20261204);
+    for (int trial = 0; trial < 24; ++trial) {
+        const int32_t V = int32_t(300 + g() % 20000);
+        std::normal_distribution<float> nd(0.f, trial % 3 == 0 ? 6.f : 2.f);
+        std::vector<float> l(static_cast<size_t>(V));
+        for (float &x : l) x = std::round(nd(g) * 8.f) / 8.f;  // coarse values: many ties
+        SamplingConfig c;
+        c.temperature = trial % 2 ? 0.7f : 1.3f;
+        c.top_p = trial % 4 == 0 ? 0.5f : trial % 4 == 1 ? 0.9f : trial % 4 == 2 ? 0.99f : 0.999f;
+        if (trial % 5 == 4) c.top_k = 2000;  // top-k first, then top-p within it
+        INFO("trial ", trial, " V ", V, " T ", c.temperature, " top_p ", c.top_p, " top_k ", c.top_k);
+        const std::vector<float> p = dist(l, c);
+        std::vector<int32_t> order(static_cast<size_t>(V));
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        const size_t limit = c.top_k > 0 ? std::min<size_t>(size_t(c.top_k), size_t(V)) : size_t(V);
+        std::vector<double> w(limit);
+        double total = 0;
+        for (size_t i = 0; i < limit; ++i) total += w[i] = std::exp(double(l[order[i]] - l[order[0]]) / c.temperature);
+        size_t kept = 0;
+        while (kept < size_t(V) && p[size_t(order[kept])] > 0.f) ++kept;
+        for (size_t i = kept; i < size_t(V); ++i) REQUIRE(p[size_t(order[i])] == 0.f);  // a prefix
+        REQUIRE(kept >= 1);
+        REQUIRE(kept <= limit);
+        double mass = 0;
+        for (size_t i = 0; i < kept; ++i) mass += w[i];
+        const double target = double(c.top_p) * total, slack = 1e-5 * total;
+        CHECK(mass >= target - slack);                // reaches top_p
+        CHECK(mass - w[kept - 1] < target + slack);   // and is the smallest prefix that does
+        for (size_t i = 0; i < kept; ++i)
+            REQUIRE(double(p[size_t(order[i])]) == doctest::Approx(w[i] / mass).epsilon(1e-5));
+    }
 }
