@@ -150,9 +150,9 @@ void sampling_distribution(const float *raw_logits, int32_t vocab, const Samplin
         // top-p alone: every candidate's weight in id order, then only as much of the descending
         // order as the nucleus takes (growing partial sorts; a full sort of the vocabulary cost
         // ~0.75 ms per row at 8192 ids and 3.5 ms at 32000).
-        kept.resize(n);
+        // The weights in id order go into probs, which is rewritten below.
         const float maxv = *std::max_element(logits, logits + n);
-        const double target = double(std::max(cfg.top_p, 0.f)) * exp_weights(logits, n, maxv, inv_t, kept.data());
+        const double target = double(std::max(cfg.top_p, 0.f)) * exp_weights(logits, n, maxv, inv_t, probs);
         double cum = 0;
         size_t cut = 0;
         for (size_t sorted = 0, k = std::min<size_t>(n, 64);; sorted = k, k = std::min(n, 4 * k)) {
@@ -160,7 +160,7 @@ void sampling_distribution(const float *raw_logits, int32_t vocab, const Samplin
             std::partial_sort(ids.begin() + std::ptrdiff_t(sorted), ids.begin() + std::ptrdiff_t(k), ids.end(), before);
             bool reached = false;
             while (cut < k && !reached) {  // the smallest prefix whose mass reaches top_p
-                cum += double(kept[size_t(ids[cut++])]);
+                cum += double(probs[size_t(ids[cut++])]);
                 reached = cum >= target;
             }
             if (reached || k == n) break;
@@ -168,7 +168,7 @@ void sampling_distribution(const float *raw_logits, int32_t vocab, const Samplin
         keep = cut;
         total = cum;
         w.resize(keep);
-        for (size_t i = 0; i < keep; ++i) w[i] = kept[size_t(ids[i])];
+        for (size_t i = 0; i < keep; ++i) w[i] = probs[size_t(ids[i])];
     }
     // w: the kept tokens' weights in descending order.
     if (cfg.min_p > 0.f) total = apply_min_p(w.data(), keep, cfg.min_p);

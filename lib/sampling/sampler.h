@@ -49,7 +49,8 @@ const float *transformed_logits(const float *logits, int32_t vocab, const Sampli
 // The distribution the sampler draws from, written densely over the vocabulary (zeros for
 // tokens removed by top-k/top-p/min-p and for ids that are not candidates). Used by lossless
 // speculative acceptance and by tests. Without `history`, the penalties see no tokens (a
-// drafter's proposal rows, tests of the context-free steps).
+// drafter's proposal rows, tests of the context-free steps). `probs` (vocab floats) is also the
+// function's scratch: it must not overlap `logits`.
 void sampling_distribution(const float *logits, int32_t vocab, const SamplingConfig &cfg, const History &history,
                            float *probs);
 void sampling_distribution(const float *logits, int32_t vocab, const SamplingConfig &cfg, float *probs);
