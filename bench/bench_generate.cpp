@@ -9,6 +9,9 @@
 //                  [--drafter DIR]            (an EAGLE drafter folder: its rows too)
 //                  [--eagle-nodes N[,N...]]   (its node budgets; default 8,16,32)
 //                  [--tree-fixed-size]        (EAGLE trees fill the budget instead of sizing from cost)
+//                  [--eagle-shapes S[,S...]]  (EAGLE tree shapes compared in the same run: auto, dynamic,
+//                                              fixed_width; specla_spec_params::tree_shape; default auto)
+//                  [--eagle-depth N]          (EAGLE: max_draft_depth; default the library's)
 //                  [--min-gain G]             (specla_spec_params::speculation_min_gain; default 0:
 //                                              speculation measured as such; 1, the library's default,
 //                                              gives what an application gets: plain steps where
@@ -68,6 +71,15 @@ std::vector<int> parse_list(const char *text) {
     return out;
 }
 
+std::vector<std::string> parse_names(const char *text) {
+    std::vector<std::string> out;
+    std::stringstream list(text);
+    std::string item;
+    while (std::getline(list, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
 // Token timestamps of one generate call, through the streaming callback.
 struct TokenTimes {
     std::vector<Clock::time_point> at;
@@ -102,6 +114,8 @@ int main(int argc, char **argv) {
     std::vector<int> budgets = {4, 8, 16}, eagle_budgets = {8, 16, 32};
     std::string drafter_dir;
     bool tree_fixed = false, stop_at_eos = false;
+    std::vector<std::string> eagle_shapes = {"auto"};
+    int eagle_depth = 0;  // 0: the library's default
     double min_gain = 0;  // speculation as such unless asked (see the header)
     float temperature = 0;
     for (int i = 1; i < argc; ++i) {
@@ -115,6 +129,8 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--drafter")) drafter_dir = next();
         else if (!std::strcmp(argv[i], "--eagle-nodes")) eagle_budgets = parse_list(next());
         else if (!std::strcmp(argv[i], "--tree-fixed-size")) tree_fixed = true;
+        else if (!std::strcmp(argv[i], "--eagle-shapes")) eagle_shapes = parse_names(next());
+        else if (!std::strcmp(argv[i], "--eagle-depth")) eagle_depth = std::atoi(next());
         else if (!std::strcmp(argv[i], "--min-gain")) min_gain = std::atof(next());
         else if (!std::strcmp(argv[i], "--stop-at-eos")) stop_at_eos = true;
         else if (!std::strcmp(argv[i], "--temperature")) temperature = std::strtof(next(), nullptr);
@@ -124,7 +140,7 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--json")) next();  // read by bench::JsonReport
         else {
             std::fprintf(stderr, "usage: %s [--model DIR] [--backend cpu|cuda] [--threads N] [--prompts N] [--new-tokens N]"
-                                 " [--draft-nodes N[,N...]] [--drafter DIR] [--eagle-nodes N[,N...]] [--tree-fixed-size] [--min-gain G] [--temperature T] [--stop-at-eos] [--debug-log]"
+                                 " [--draft-nodes N[,N...]] [--drafter DIR] [--eagle-nodes N[,N...]] [--tree-fixed-size] [--eagle-shapes S[,S...]] [--eagle-depth N] [--min-gain G] [--temperature T] [--stop-at-eos] [--debug-log]"
                                  " [--json FILE]\n", argv[0]);
             return 2;
         }
@@ -309,7 +325,15 @@ int main(int argc, char **argv) {
     // The learned drafter: one drafter for all prompts of a budget (its cost model keeps what it
     // measured; a new prompt restarts its state, see lib/spec/eagle_drafter.h), the whole prompt
     // through the speculative call so that the drafter sees the prompt's features.
-    for (int budget : drafter_dir.empty() ? std::vector<int>() : eagle_budgets) {
+    for (const std::string &shape_name : drafter_dir.empty() ? std::vector<std::string>() : eagle_shapes)
+    for (int budget : eagle_budgets) {
+        specla_tree_shape shape = SPECLA_TREE_SHAPE_AUTO;
+        if (shape_name == "dynamic") shape = SPECLA_TREE_SHAPE_DYNAMIC;
+        else if (shape_name == "fixed_width") shape = SPECLA_TREE_SHAPE_FIXED_WIDTH;
+        else if (shape_name != "auto") {
+            std::fprintf(stderr, "unknown tree shape '%s' (auto, dynamic, fixed_width)\n", shape_name.c_str());
+            return 2;
+        }
         specla_drafter_params dp = specla_drafter_default_params();
         dp.type = SPECLA_DRAFTER_EAGLE;
         dp.path = drafter_dir.c_str();
@@ -333,6 +357,8 @@ int main(int argc, char **argv) {
             spp.generate = &gpt;
             spp.max_draft_nodes = budget;
             spp.tree_size_from_cost = !tree_fixed;
+            spp.tree_shape = shape;
+            if (eagle_depth > 0) spp.max_draft_depth = eagle_depth;
             specla_spec_stats st{sizeof(specla_spec_stats)};
             const auto t0 = Clock::now();
             check(specla_generate_speculative(s, drafter, p.data(), p.size(), &spp, b.data(), b.size(), &nb, &st),
@@ -357,7 +383,9 @@ int main(int argc, char **argv) {
             depths += buf;
         }
         const std::string what = "speculative, EAGLE drafter, <= " + std::to_string(budget) + " draft nodes" +
-                                 (tree_fixed ? " (fixed size)" : "");
+                                 (tree_fixed ? " (fixed size)" : "") +
+                                 (shape_name == "auto" ? "" : ", " + shape_name + " levels") +
+                                 (eagle_depth > 0 ? ", depth <= " + std::to_string(eagle_depth) : "");
         const double per_pass = steps ? double(spec_tokens - plain_steps) / double(steps) : 0.0;
         std::printf("| %s | %.1f tokens/s, %.2fx plain (%.2fx with the prefill on both sides), %.2f tokens per "
                     "pass, %.1f nodes per pass, passes accepting depth 1..8: %s, %lld plain steps, %s |\n",

@@ -36,14 +36,21 @@ __global__ void __launch_bounds__(kThreads) verify_conv_kernel(const VerifyConvP
             const int W = p.W;
             const float *w = p.conv_w + c * W;
             const int32_t *taps = p.taps + t * (W - 1);
+            const int64_t window = int64_t(W - 1) * p.CC;
+            const float *cache = p.window_in && p.window_in[t] >= 0 ? p.windows + p.window_in[t] * window : p.conv_cache;
             float acc = 0.f;
             for (int j = 0; j < W - 1; ++j) {
                 const int32_t a = taps[W - 2 - j];  // input W-1-j steps back
-                const float x = a >= 0 ? p.proj[int64_t(a) * p.R + c] : p.conv_cache[int64_t(-1 - a) * p.CC + c];
+                const float x = a >= 0 ? p.proj[int64_t(a) * p.R + c] : cache[int64_t(-1 - a) * p.CC + c];
                 acc += w[j] * x;
             }
             acc += w[W - 1] * y;
             out = siluf_(acc);
+            if (p.window_out) {
+                float *next = p.windows + p.window_out[t] * window;
+                for (int r = 0; r + 1 < W - 1; ++r) next[int64_t(r) * p.CC + c] = cache[int64_t(r + 1) * p.CC + c];
+                next[int64_t(W - 2) * p.CC + c] = y;
+            }
         }
         p.act[t * p.CC + c] = out;
     } else if (c < p.CC + p.HV) {

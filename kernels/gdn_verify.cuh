@@ -46,6 +46,13 @@ struct VerifyConvParams {
     // epilogue stores them (GemvParams::silu_z), so that o_proj's head norm takes its gate as is
     // (use_gate 2) instead of every CTA computing silu of every column of every node again.
     int32_t silu_z = 0;
+    // Per-node conv windows (fixed-width drafting, beam_draft.cuh), for a pass whose nodes are all
+    // children of the committed state: node t's cache rows are window window_in[t] of `windows`
+    // ([slots][W-1][CC], oldest first; -1: conv_cache), and the node leaves its own window (that
+    // window's newest W-2 rows, then its own input) in window window_out[t]. A node's two windows
+    // are different slots. Null: every node reads conv_cache.
+    const int32_t *window_in = nullptr, *window_out = nullptr;
+    float *windows = nullptr;
 };
 cudaError_t launch_verify_conv(const VerifyConvParams &p, const LaunchCtx &ctx);
 

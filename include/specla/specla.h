@@ -690,6 +690,22 @@ typedef enum specla_tree_algorithm {
     SPECLA_TREE_PARALLEL_WY = 2  /* tree-masked chunk (WY) form */
 } specla_tree_algorithm;
 
+/* How an EAGLE drafter grows a tree level by level (prompt lookup ignores it). */
+typedef enum specla_tree_shape {
+    SPECLA_TREE_SHAPE_AUTO = 0,       /* the library's choice per backend (today: DYNAMIC on
+                                         every backend) */
+    SPECLA_TREE_SHAPE_DYNAMIC = 1,    /* best-first levels cut by tree_prune_margin, the node
+                                         budget and, with tree_size_from_cost, the measured
+                                         cost of each further drafter pass */
+    SPECLA_TREE_SHAPE_FIXED_WIDTH = 2 /* greedy generations: every level expands the
+                                         tree_top_k best nodes of the deepest depth so far,
+                                         down to max_draft_depth, with no cut while drafting
+                                         (the final tree is cut as DYNAMIC's is); a backend
+                                         that can drafts all levels in one device call (CUDA,
+                                         one-layer drafters, tree_top_k <= 32). Sampled
+                                         generations build DYNAMIC trees */
+} specla_tree_shape;
+
 typedef struct specla_spec_params {
     size_t struct_size;                     /* sizeof(this struct) as the caller was compiled */
     const specla_generate_params *generate; /* sampling, budget, streaming, stop conditions;
@@ -725,6 +741,7 @@ typedef struct specla_spec_params {
                                          steps speculate changes the tokens a seed gives (the
                                          distribution stays the target's), and a seeded run must
                                          repeat token for token */
+    specla_tree_shape tree_shape;     /* default SPECLA_TREE_SHAPE_AUTO */
 } specla_spec_params;
 
 /* Fill *params with the defaults for a struct of struct_size bytes (sizeof(*params)); NULL or a

@@ -31,6 +31,15 @@ TreeAlgorithm algorithm_from(const specla_tree_algorithm &field) {
     fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree algorithm ", caller_enum(field));
 }
 
+TreeShape tree_shape_from(const specla_tree_shape &field) {
+    switch (caller_enum(field)) {
+        case SPECLA_TREE_SHAPE_AUTO: return TreeShape::Auto;
+        case SPECLA_TREE_SHAPE_DYNAMIC: return TreeShape::Dynamic;
+        case SPECLA_TREE_SHAPE_FIXED_WIDTH: return TreeShape::FixedWidth;
+    }
+    fail(SPECLA_ERR_INVALID_ARGUMENT, "unknown tree shape ", caller_enum(field));
+}
+
 specla_drafter_params drafter_defaults() {
     specla_drafter_params p{};
     p.struct_size = sizeof p;
@@ -55,6 +64,7 @@ specla_spec_params spec_defaults() {
     p.tree_prune_margin = 8.f;
     p.tree_size_from_cost = true;
     p.speculation_min_gain = 1.0;
+    p.tree_shape = SPECLA_TREE_SHAPE_AUTO;
     return p;
 }
 
@@ -115,6 +125,7 @@ SpecOptions spec_options(const specla_session *session, const specla_drafter *dr
     opts.budget.top_k = p.tree_top_k;
     opts.budget.prune_margin = p.tree_prune_margin;
     opts.budget.size_from_cost = p.tree_size_from_cost;
+    opts.budget.shape = tree_shape_from(p.tree_shape);
     opts.algorithm = algorithm_from(p.tree_algorithm);
     opts.deferred_commit = p.deferred_commit;
     opts.speculation_min_gain = p.speculation_min_gain;

@@ -21,6 +21,10 @@ void check_top_tokens(const TopTokens &top, int32_t vocab) {
             " candidates of ", vocab, ")");
 }
 
+void Backend::draft_fixed_width(SequenceState &, const FixedWidthDraft &) {
+    fail(SPECLA_ERR_UNSUPPORTED, "fixed-width drafting in one call is not available on this backend");
+}
+
 void Backend::copy_state(SequenceState &, SequenceState &) {
     fail(SPECLA_ERR_UNSUPPORTED, "copying a session state is not available on this backend yet");
 }

@@ -125,6 +125,28 @@ struct VerifyOutputs {
     int32_t first_row = 0;     // 0 <= first_row < n
 };
 
+// Greedy fixed-width drafting by a drafter model in one call (spec/eagle_drafter.md): the rule of
+// TreeBuilder's fixed-width mode (spec/tree_builder.h, TreeParams::fixed_width), run from the
+// committed state, the first draft position's top tokens and the feature the first level reads,
+// as `levels` drafter passes of `width` rows, each row a frontier node evaluated on its parent's
+// state (kernels/beam_draft.cuh on the GPU, all levels in one captured graph). Host memory.
+struct FixedWidthDraft {
+    int32_t width = 0;         // nodes per level and entries per top-token row (the tree's top_k)
+    int32_t levels = 0;        // drafter passes: the frontiers of depth 1..levels are expanded
+    int32_t n_candidates = 0;  // as TopTokens::n_candidates
+    const int32_t *root_ids = nullptr;    // [width] the first draft position's top tokens (TopTokens)
+    const float *root_logp = nullptr;     // [width]
+    const float *root_feature = nullptr;  // [hidden_size] the depth-1 nodes' input feature
+    // Out, per level l = 0..levels-1 (the frontier of depth l + 1): its size, its nodes' tokens and
+    // their parents' rows in the frontier before (-1 at depth 1), and the top tokens of its rows
+    // (rows past the size are not frontier nodes: ignore them).
+    int32_t *counts = nullptr;   // [levels]
+    int32_t *tokens = nullptr;   // [levels][width]
+    int32_t *parents = nullptr;  // [levels][width]
+    int32_t *ids = nullptr;      // [levels][width][width]
+    float *logp = nullptr;       // [levels][width][width]
+};
+
 // Bytes one session's state holds on its backend: every buffer it owns, as allocated (HostVec
 // capacities; arena allocations rounded as the arena rounds them; pinned staging as requested).
 // Driver objects (streams, graphs, cuBLAS handles) and worker threads are not counted.
@@ -202,6 +224,13 @@ public:
     virtual std::unique_ptr<RowSampler> row_sampler(SequenceState &state, const SamplingConfig &sampling) {
         return nullptr;
     }
+
+    // Whether draft_fixed_width runs here for this width (a drafter model's backend that has it;
+    // otherwise the caller drafts level by level through verify_tree, which gives the same tree).
+    virtual bool supports_fixed_width_draft(int32_t width) const { return false; }
+    // FixedWidthDraft's drafting; the committed state is left as it was. Throws
+    // SPECLA_ERR_UNSUPPORTED where supports_fixed_width_draft is false.
+    virtual void draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft);
 
     // Copy one layer's recurrent state to host memory as [HV, V, K] fp32 (fla's layout).
     virtual void read_recurrent_state(SequenceState &state, int32_t layer, float *out) = 0;

@@ -13,6 +13,13 @@
 
 namespace specla {
 
+// How a drafter with distributions grows its tree level by level (specla_tree_shape):
+// Dynamic: best-first levels cut by the margin, the node budget and the measured costs;
+// FixedWidth (greedy only): every level expands the newest depth's top_k nodes down to the depth
+// budget (TreeParams::fixed_width), the shape a backend can draft in one device call; Auto: the
+// library's choice, Dynamic until fixed width is measured to pay on a backend.
+enum class TreeShape { Auto, Dynamic, FixedWidth };
+
 struct DraftBudget {
     int32_t max_nodes = 16;  // at most this many draft nodes
     int32_t max_depth = 8;   // at most this deep
@@ -21,6 +28,7 @@ struct DraftBudget {
     int32_t top_k = 4;            // children per expanded node, nodes expanded per level
     float prune_margin = 8.f;     // nats behind the best path's score; <= 0: no margin
     bool size_from_cost = true;   // size the tree from the measured pass costs
+    TreeShape shape = TreeShape::Auto;
 };
 
 class Drafter {

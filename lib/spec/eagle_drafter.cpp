@@ -131,6 +131,8 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     // the backend returns k ids and log-probabilities per row, not vocab-sized rows to scan on
     // the host). Sampled: whole distributions, which lossless acceptance needs.
     const bool top = !rng_ && tp.top_k <= kMaxTopTokens;
+    // Auto is Dynamic until fixed width is measured to pay (spec/eagle_drafter.md).
+    tp.fixed_width = top && budget.shape == TreeShape::FixedWidth;
     const int32_t k = tp.top_k, n_cand = sampling_.candidates(V_);
     if (top) {
         top_ids_.resize(size_t(k));
@@ -142,7 +144,15 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
         distribution(last_logits_.data(), probs_.data());
         builder_.start(tp, probs_.data(), V_, rng_, &cost_);
     }
+    if (tp.fixed_width && device_levels_ && tp.max_depth > 1 && !builder_.frontier().empty() &&
+        model_->supports_fixed_width_draft(k))
+        draft_levels_in_one_call(k, n_cand, tp.max_depth - 1);
+    else
+        draft_levels(top, k, n_cand);
+    builder_.finish(&cost_, out, node_candidate_);
+}
 
+void EagleDrafter::draft_levels(bool top, int32_t k, int32_t n_cand) {
     const size_t D = size_t(D_), V = size_t(V_);
     while (!builder_.frontier().empty()) {
         const std::vector<TreeCandidate> &cands = builder_.candidates();
@@ -209,7 +219,54 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
             distribution(pass_logits_.data() + size_t(i) * V, probs_.data() + size_t(i) * V);
         builder_.expand(probs_.data(), V_);  // invalidates cands and front
     }
-    builder_.finish(&cost_, out, node_candidate_);
+}
+
+void EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t levels) {
+    ensure_tree_rows(k);
+    const size_t w = size_t(k), L = size_t(levels);
+    level_counts_.resize(L);
+    level_tokens_.resize(L * w);
+    level_parents_.resize(L * w);
+    top_ids_.resize(L * w * w);
+    top_logp_.resize(L * w * w);
+    FixedWidthDraft d;
+    d.width = k, d.levels = levels, d.n_candidates = n_cand;
+    // The root row is the builder's first level as start_top read it: the first draft
+    // position's top tokens, still in the scratch rows.
+    root_ids_.assign(top_ids_.begin(), top_ids_.begin() + std::ptrdiff_t(w));
+    root_logp_.assign(top_logp_.begin(), top_logp_.begin() + std::ptrdiff_t(w));
+    d.root_ids = root_ids_.data(), d.root_logp = root_logp_.data(), d.root_feature = last_feature_.data();
+    d.counts = level_counts_.data(), d.tokens = level_tokens_.data(), d.parents = level_parents_.data();
+    d.ids = top_ids_.data(), d.logp = top_logp_.data();
+    const auto t0 = std::chrono::steady_clock::now();
+    model_->draft_fixed_width(*state_, d);
+    const double per_level = seconds_since(t0) / double(levels);
+
+    // The builder follows the same rule on the rows the device returns; every level's frontier
+    // must be the one the device drafted from, or the rows would belong to other nodes.
+    previous_front_.clear();
+    for (int32_t l = 0; l < levels; ++l) {
+        cost_.observe_draft(k, per_level);
+        const std::vector<int32_t> &front = builder_.frontier();
+        const std::vector<TreeCandidate> &cands = builder_.candidates();
+        const int32_t count = level_counts_[size_t(l)];
+        require(count == int32_t(front.size()), SPECLA_ERR_INTERNAL, "EAGLE drafter: level ", l + 1,
+                " of fixed-width drafting has ", count, " nodes on the backend and ", front.size(), " on the host");
+        if (count == 0) break;
+        for (int32_t i = 0; i < count; ++i) {
+            const TreeCandidate &c = cands[size_t(front[size_t(i)])];
+            const int32_t row = level_parents_[size_t(l) * w + size_t(i)];
+            const int32_t parent = row < 0 || row >= int32_t(previous_front_.size()) ? -1 : previous_front_[size_t(row)];
+            require(c.token == level_tokens_[size_t(l) * w + size_t(i)] && c.parent == parent &&
+                        (l == 0) == (row < 0),
+                    SPECLA_ERR_INTERNAL, "EAGLE drafter: node ", i, " of level ", l + 1,
+                    " differs between the backend's fixed-width drafting and the host's rule");
+        }
+        previous_front_ = front;
+        builder_.expand_top(top_ids_.data() + size_t(l) * w * w, top_logp_.data() + size_t(l) * w * w, k);
+    }
+    require(builder_.frontier().empty(), SPECLA_ERR_INTERNAL,
+            "EAGLE drafter: fixed-width drafting stopped before the depth budget");
 }
 
 }  // namespace specla

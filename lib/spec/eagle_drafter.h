@@ -48,6 +48,9 @@ public:
     Backend &model() { return *model_; }
     SequenceState &state() { return *state_; }
     int64_t consumed_positions() const { return consumed_; }
+    // For tests: whether fixed-width trees may be drafted in one backend call where the backend
+    // has it (the default); false drafts them level by level, the reference it must equal.
+    void allow_one_call_drafting(bool allow) { device_levels_ = allow; }
 
 private:
     // Forget the sequence: the next rows start from a zero state at position `origin`.
@@ -56,6 +59,11 @@ private:
     // The drafter's proposal distribution from a row of logits.
     void distribution(const float *logits, float *probs) const;
     void ensure_tree_rows(int32_t rows);
+    // The tree's levels after the root: one drafter pass per level through verify_tree (top:
+    // greedy top-token rows, else whole distributions), or, for a fixed-width tree, every level in
+    // one Backend::draft_fixed_width call, whose frontiers are checked against the builder's.
+    void draft_levels(bool top, int32_t k, int32_t n_candidates);
+    void draft_levels_in_one_call(int32_t k, int32_t n_candidates, int32_t levels);
 
     std::unique_ptr<Backend> model_;
     SessionLimits limits_;
@@ -81,6 +89,10 @@ private:
     std::vector<int32_t> top_ids_;  // greedy drafting: each row's top tokens (TopTokens)
     std::vector<float> top_logp_;
     std::vector<int32_t> pass_tokens_, pass_parents_, pass_candidates_, row_of_, node_candidate_;
+    // Scratch of draft_levels_in_one_call().
+    bool device_levels_ = true;
+    std::vector<int32_t> root_ids_, level_counts_, level_tokens_, level_parents_, previous_front_;
+    std::vector<float> root_logp_;
 };
 
 }  // namespace specla

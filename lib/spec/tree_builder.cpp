@@ -15,6 +15,9 @@
 //     margin) and, once there are max_nodes candidates, those whose score is at most the
 //     max_nodes-th best score (their children, scored at most as high and created later, could
 //     never enter the final tree); empty at depth max_depth;
+//   * fixed width (params.fixed_width): the frontier is simply the newest level's top_k by
+//     score, down to max_depth, so that every level has one shape (a backend may then run them
+//     all in one device call); finish() prunes as below;
 //   * expand(): each frontier node gets its top_k tokens as children, score = parent + log q;
 //   * finish(): all candidates ranked by (score descending, index ascending), those below
 //     best_score - prune_margin dropped, the first max_nodes kept. A child's score is at most its
@@ -196,6 +199,9 @@ void TreeBuilder::reset(const TreeParams &params, int32_t vocab, Rng *rng, const
     require(!std::isnan(params.prune_margin), SPECLA_ERR_INVALID_ARGUMENT,
             "tree builder: prune_margin must not be NaN");
     require(vocab > 0, SPECLA_ERR_INVALID_ARGUMENT, "tree builder: vocab must be positive (got ", vocab, ")");
+    require(!(params.fixed_width && rng), SPECLA_ERR_INVALID_ARGUMENT,
+            "tree builder: fixed-width levels are for greedy drafting (a sampled tree's shape must depend only on "
+            "what was drawn before each node)");
     params_ = params;
     vocab_ = vocab;
     rng_ = rng;
@@ -359,6 +365,14 @@ void TreeBuilder::compute_frontier() {
         return ranks_before(candidates_[size_t(a)], a, candidates_[size_t(b)], b);
     };
     std::sort(level.begin(), level.end(), before);
+    if (params_.fixed_width) {
+        for (const int32_t i : level) {
+            if (int32_t(frontier_.size()) >= params_.top_k) break;
+            frontier_.push_back(i);
+            frontier_children_.push_back(params_.top_k);
+        }
+        return;
+    }
 
     const bool margin = params_.prune_margin > 0;
     const float floor = best_score_ - params_.prune_margin;

@@ -22,6 +22,11 @@ struct TreeParams {
     float prune_margin = 8.f;   // keep nodes whose score is within this many nats of the best
                                 // path's; <= 0: no margin pruning
     bool size_from_cost = true; // choose the node count from the measured costs (else fill the budget)
+    // Greedy only: every level's frontier is the newest level's top_k candidates by score, with
+    // no margin, budget or cost cut, down to max_depth (finish() still applies all three). Every
+    // level then has the same shape, which lets a backend run all of a tree's drafter passes in
+    // one device call (Backend::draft_fixed_width, kernels/beam_draft.cuh, follows this rule).
+    bool fixed_width = false;
 };
 
 struct TreeCandidate {

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -193,6 +194,14 @@ void add_generate_command(CLI::App &app, Run &run) {
             ->capture_default_str(),
         gen->add_option("--tree-margin", spec.tree_prune_margin,
                         "EAGLE: keep nodes within this many nats of the best path (<= 0: no pruning)")
+            ->capture_default_str(),
+        gen->add_option("--tree-shape", spec.tree_shape,
+                        "EAGLE: auto, dynamic (confidence-pruned levels) or fixed_width (greedy: top-k nodes per "
+                        "level to the depth budget, drafted in one device call on CUDA)")
+            ->transform(CLI::CheckedTransformer(std::map<std::string, specla_tree_shape>{
+                {"auto", SPECLA_TREE_SHAPE_AUTO},
+                {"dynamic", SPECLA_TREE_SHAPE_DYNAMIC},
+                {"fixed_width", SPECLA_TREE_SHAPE_FIXED_WIDTH}}))
             ->capture_default_str(),
         gen->add_flag("--tree-fixed-size", [&spec](int64_t) { spec.tree_size_from_cost = false; },
                       "EAGLE: fill the node budget instead of sizing trees from the measured pass costs"),

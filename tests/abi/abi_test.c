@@ -77,6 +77,10 @@ typedef struct v2_spec_params {
     bool tree_size_from_cost;
 } v2_spec_params;
 _Static_assert(offsetof(specla_spec_params, speculation_min_gain) >= sizeof(v2_spec_params), "padding reuse");
+/* The layout before tree_shape (it ends with speculation_min_gain). */
+_Static_assert(offsetof(specla_spec_params, tree_shape) ==
+                   offsetof(specla_spec_params, speculation_min_gain) + sizeof(double),
+               "cut");
 
 typedef struct old_verify_params {
     size_t struct_size;

@@ -13,6 +13,7 @@
 #include "model/safetensors.h"
 #include "specla/specla.h"
 #include "support/api_helpers.h"
+#include "support/eagle_cases.h"
 #include "support/fixture.h"
 #include "support/safetensors_writer.h"
 
@@ -147,27 +148,18 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy (gdn_tiny_a, fix
         gp.stop_at_eos = false;
         test::SessionHandle plain(model.m);
         const auto want = plain.generate(prompt, gp);
-        for (bool fixed_size : {true, false}) {
-            for (bool deferred : {true, false}) {
-                test::SessionHandle s(model.m);
-                EagleHandle d(model.m, test::fixture_dir("eagle_tiny_a"));
-                test::SpecParams p;
-                p.generate = gp;
-                p.max_draft_nodes = 12;
-                p.max_draft_depth = 5;
-                p.tree_top_k = 3;
-                p.tree_size_from_cost = !fixed_size;
-                p.deferred_commit = deferred;
-                specla_spec_stats stats = test::info_struct<specla_spec_stats>();
-                INFO("prompt of ", prompt.size(), " tokens, fixed size ", fixed_size, ", deferred ", deferred);
-                CHECK(speculative(s.s, d.d, prompt, p, &stats) == want);
-                if (fixed_size) CHECK(stats.drafted > 0);
-                int64_t a = 0, b = 0;
-                specla_session_n_past(plain.s, &a);
-                specla_session_n_past(s.s, &b);
-                CHECK(a == b);
-            }
-        }
+        test::for_each_eagle_tree_case(gp, [&](test::SpecParams &p, bool fixed_size) {
+            test::SessionHandle s(model.m);
+            EagleHandle d(model.m, test::fixture_dir("eagle_tiny_a"));
+            specla_spec_stats stats = test::info_struct<specla_spec_stats>();
+            INFO("prompt of ", prompt.size(), " tokens");
+            CHECK(speculative(s.s, d.d, prompt, p, &stats) == want);
+            if (fixed_size) CHECK(stats.drafted > 0);
+            int64_t a = 0, b = 0;
+            specla_session_n_past(plain.s, &a);
+            specla_session_n_past(s.s, &b);
+            CHECK(a == b);
+        });
     }
     // Sampled generation with the drafter's distributions runs and is reproducible from its seed.
     test::SpecParams p;
@@ -186,6 +178,11 @@ TEST_CASE("EAGLE: greedy speculative output equals plain greedy (gdn_tiny_a, fix
         if (run == 0) first = got;
         else CHECK(got == first);
     }
+    // Sampled generations build dynamic trees whatever the shape asked: the same draws.
+    p.tree_shape = SPECLA_TREE_SHAPE_FIXED_WIDTH;
+    test::SessionHandle s(model.m);
+    EagleHandle d(model.m, test::fixture_dir("eagle_tiny_a"));
+    CHECK(speculative(s.s, d.d, prompts[0], p, nullptr) == first);
 }
 
 TEST_CASE("EAGLE: greedy speculative output equals plain greedy on gdn-pycode-22m eval prompts (random drafter)") {

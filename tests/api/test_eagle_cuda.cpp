@@ -16,6 +16,7 @@
 
 #include "specla/specla.h"
 #include "support/api_helpers.h"
+#include "support/eagle_cases.h"
 #include "support/fixture.h"
 
 namespace {
@@ -93,21 +94,14 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy (gdn_tiny_a
         test::SessionHandle plain(model.m);
         const auto want = plain.generate(prompt, gp);
         REQUIRE(want.size() == 32u);
-        for (bool fixed_size : {true, false})
-            for (bool deferred : {true, false}) {
-                test::SpecParams p;
-                p.generate = gp;
-                p.max_draft_nodes = 12;
-                p.max_draft_depth = 5;
-                p.tree_top_k = 3;
-                p.tree_size_from_cost = !fixed_size;
-                p.deferred_commit = deferred;
-                specla_spec_stats stats = test::info_struct<specla_spec_stats>();
-                INFO("prompt of ", prompt.size(), " tokens, fixed size ", fixed_size, ", deferred ", deferred);
-                CHECK(speculative(model.m, d.d, prompt, p, &stats) == want);
-                if (fixed_size) CHECK(stats.drafted > 0);
-                drafted += stats.drafted;
-            }
+        // Fixed-width levels: all of a tree's drafter passes in one device call.
+        test::for_each_eagle_tree_case(gp, [&](test::SpecParams &p, bool fixed_size) {
+            specla_spec_stats stats = test::info_struct<specla_spec_stats>();
+            INFO("prompt of ", prompt.size(), " tokens");
+            CHECK(speculative(model.m, d.d, prompt, p, &stats) == want);
+            if (fixed_size) CHECK(stats.drafted > 0);
+            drafted += stats.drafted;
+        });
     }
     CHECK(drafted > 0);
     // Sampled generation with the drafter's distributions runs on the GPU and is reproducible.
@@ -147,6 +141,7 @@ TEST_CASE("cuda: EAGLE greedy speculative output equals plain greedy on gdn-pyco
         test::SpecParams p;
         p.generate = gp;
         p.tree_size_from_cost = i % 20 == 0;
+        if (i % 40 == 30) p.tree_shape = SPECLA_TREE_SHAPE_FIXED_WIDTH;  // two of the eight
         specla_spec_stats stats = test::info_struct<specla_spec_stats>();
         INFO("eval prompt ", i);
         CHECK(speculative(model.m, d.d, ids, p, &stats) == want);

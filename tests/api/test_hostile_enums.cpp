@@ -63,6 +63,12 @@ TEST_CASE("enum values that name no enumerator are refused, never read as the en
         expect_invalid(specla_generate_speculative(s.s, drafter.d, &tok, 1, sp.get(), out.data(), out.size(), &n,
                                                    nullptr),
                        "unknown tree algorithm");
+        test::SpecParams shaped;
+        shaped.generate.max_tokens = 2;
+        shaped.tree_shape = out_of_range<specla_tree_shape>(bad);
+        expect_invalid(specla_generate_speculative(s.s, drafter.d, &tok, 1, shaped.get(), out.data(), out.size(), &n,
+                                                   nullptr),
+                       "unknown tree shape");
         test::VerifyParams vp;
         vp.tree_algorithm = out_of_range<specla_tree_algorithm>(bad);
         const int32_t parents = -1;

@@ -11,6 +11,9 @@
 //     vs the same: 4e-2 (cuBLAS projections with activations rounded to bf16).
 //   * vs the fixture's fp32 forward (the GPU holds its F32 weights rounded to bf16): 5e-2.
 //   * the drafter's verification pass after its target backend is gone vs before: bitwise.
+//   * fixed-width trees drafted in one device call (Backend::draft_fixed_width) vs level by level
+//     through verify_tree on the same backend: equal trees, bitwise the same top-token rows
+//     (the host checks every level's frontier against the device's).
 #include "test_cuda_common.h"
 
 #ifndef SPECLA_WITH_CUDA
@@ -29,6 +32,8 @@ TEST_CASE("cuda eagle: skipped") { MESSAGE("CUDA EAGLE tests skipped: this build
 #include "model/checkpoint.h"
 #include "model/drafter_checkpoint.h"
 #include "model/weights.h"
+#include "session/session.h"
+#include "spec/eagle_drafter.h"
 #include "support/fixture.h"
 #include "support/random_trees.h"
 
@@ -281,6 +286,62 @@ TEST_CASE("cuda eagle: the target's feature rows of eval_chain and verify_tree e
             CHECK(std::equal(a.features.begin(), a.features.end(), full.features.begin() + long(size_t(first) * D)));
         }
     }
+}
+
+TEST_CASE("cuda eagle: fixed-width trees drafted in one device call equal those drafted level by level") {
+    CUDA_TEST_REQUIRE_GPU();
+    ModelOptions o;
+    o.backend = SPECLA_BACKEND_CUDA;
+    auto target = Model::load(test::fixture_dir("gdn_tiny_a"), o);
+    const size_t D = size_t(target->config().hidden_size);
+    const int32_t V = target->config().vocab_size;
+    std::mt19937_64 rng(41);
+    int trees = 0;
+    for (int32_t width : {1, 2, 3, 4, 8, 32}) {
+        for (int32_t depth : {2, 3, 6}) {
+            auto one_call = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+            auto by_level = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+            REQUIRE(one_call->model().supports_fixed_width_draft(width));
+            by_level->allow_one_call_drafting(false);
+            DraftBudget b;
+            b.max_nodes = 64;
+            b.max_depth = depth;
+            b.top_k = width;
+            b.size_from_cost = false;
+            b.shape = TreeShape::FixedWidth;
+            std::vector<int32_t> ctx(size_t(4 + rng() % 9));
+            for (int32_t &t : ctx) t = int32_t(rng() % uint64_t(V));
+            Session s(target, SessionLimits());
+            std::vector<float> f((ctx.size() - 1) * D);
+            s.eval(ctx.data(), ctx.size() - 1, LogitsRows::None, nullptr, f.data());
+            int64_t known = 0;
+            // Rounds: the first shape is run eagerly, the second captured, the rest replayed.
+            for (int round = 0; round < 4; ++round) {
+                const int32_t n_new = int32_t(ctx.size() - 1 - size_t(known));
+                for (EagleDrafter *d : {one_call.get(), by_level.get()})
+                    d->observe_features(known, f.data(), n_new);
+                known = int64_t(ctx.size()) - 1;
+                DraftTree a, c;
+                one_call->propose(ctx, b, a);
+                by_level->propose(ctx, b, c);
+                INFO("width ", width, ", depth ", depth, ", round ", round);
+                CHECK(a.tokens == c.tokens);
+                CHECK(a.parents == c.parents);
+                CHECK(!a.empty());
+                ++trees;
+                // The sequence goes on by a few tokens (the tree's first path, then a random one).
+                std::vector<int32_t> more;
+                for (int32_t i = 0; i < a.size() && a.parents[size_t(i)] == i - 1 && more.size() < 3; ++i)
+                    more.push_back(a.tokens[size_t(i)]);
+                more.push_back(int32_t(rng() % uint64_t(V)));
+                const size_t from = ctx.size() - 1;
+                ctx.insert(ctx.end(), more.begin(), more.end());
+                f.assign(more.size() * D, 0.f);
+                s.eval(ctx.data() + from, more.size(), LogitsRows::None, nullptr, f.data());
+            }
+        }
+    }
+    MESSAGE(trees << " fixed-width trees equal, one device call against level by level");
 }
 
 #endif  // SPECLA_WITH_CUDA

@@ -7,7 +7,7 @@
 //   kernels writing bf16 (norm rows, SwiGLU rows): 8e-3 -- one bf16 rounding (2^-9 relative);
 //   the chunk (WY) state pass on TF32 tensor cores vs the exact token loop: 1e-2 -- TF32 keeps 10
 //   mantissa bits (~5e-4 per product) and errors add over a chunk;
-//   token selection (argmax, top-k/top-p sampling): exact.
+//   token selection (argmax, top-k/top-p sampling, the fixed-width drafting beam step): exact.
 #include "test_cuda_common.h"
 
 #ifndef SPECLA_WITH_CUDA
@@ -21,6 +21,7 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #include <cstring>
 
 #include "backend/cpu/cpu_gdn.h"
+#include "beam_draft.cuh"
 #include "backend/cpu/cpu_ops.h"
 #include "conv.cuh"
 #include "embedding.cuh"
@@ -833,6 +834,118 @@ TEST_CASE("cuda kernels: top tokens of logit rows equal the host's top_tokens") 
     CHECK(kern::launch_top_tokens(one.p, 8, 1, 8, kern::kMaxTopTokens + 1, ids.p, lp.p, nullptr) ==
           cudaErrorInvalidValue);
     CHECK(kern::launch_top_tokens(one.p, 4, 1, 8, 2, ids.p, lp.p, nullptr) == cudaErrorInvalidValue);
+}
+
+TEST_CASE("cuda kernels: the fixed-width drafting beam step equals the host rule") {
+    CUDA_TEST_REQUIRE_GPU();
+    Rand rnd(fresh_seed("beam step"));
+    const kern::LaunchCtx ctx = test_ctx();
+    int checked = 0;
+    for (int trial = 0; trial < 120; ++trial) {
+        const int32_t widths[] = {1, 2, 3, 4, 5, 8, 16, 32};
+        const int32_t W = widths[rnd.integer(0, 7)], level = rnd.integer(1, 5);
+        const int64_t D = rnd.integer(1, 70);
+        const int32_t rows = level == 1 ? 1 : rnd.integer(0, W);
+        CAPTURE(trial);
+        CAPTURE(W);
+        CAPTURE(level);
+        CAPTURE(rows);
+        // Top-token rows, most probable first, log-probabilities on a grid (ties within and
+        // across rows), some rows ending early (id -1 or -inf), a first entry above 0 now and then
+        // (clamped to 0 as TreeBuilder::push_candidate does).
+        const int32_t in_rows = level == 1 ? 1 : W;
+        std::vector<int32_t> ids(size_t(in_rows) * size_t(W), -1);
+        std::vector<float> logp(ids.size(), -INFINITY);
+        for (int32_t r = 0; r < in_rows; ++r) {
+            const int32_t valid = rnd.integer(0, 3) == 0 ? rnd.integer(0, W) : W;
+            float lp = rnd.integer(0, 4) == 0 ? 0.5f : -0.25f * float(rnd.integer(0, 3));
+            for (int32_t i = 0; i < valid; ++i) {
+                ids[size_t(r) * size_t(W) + size_t(i)] = rnd.integer(0, 999);
+                logp[size_t(r) * size_t(W) + size_t(i)] = lp;
+                lp -= 0.25f * float(rnd.integer(0, 2));
+            }
+            if (valid < W && rnd.integer(0, 1)) ids[size_t(r) * size_t(W) + size_t(valid)] = 7;  // id, -inf
+        }
+        std::vector<float> scores_in(static_cast<size_t>(W));
+        // Scores as the builder makes them: sums from the root's +0 of logps clamped to <= 0, so
+        // never -0 (0 - 0.25 * 0 is +0; -0.25 * 0 would be -0, whose sum with a clamped +0 the
+        // device was seen to round to -0 where the host gives +0: equal, but not bitwise).
+        for (float &x : scores_in) x = 0.f - 0.25f * float(rnd.integer(0, 12));
+        const std::vector<float> features = rnd.normals(size_t(level == 1 ? 1 : W) * size_t(D));
+
+        // The host rule (spec/tree_builder.cpp's fixed-width frontier).
+        struct Cand {
+            float score;
+            int32_t token, row;
+        };
+        std::vector<Cand> cands;
+        for (int32_t r = 0; r < rows; ++r)
+            for (int32_t i = 0; i < W; ++i) {
+                const int32_t id = ids[size_t(r) * size_t(W) + size_t(i)];
+                const float lp = logp[size_t(r) * size_t(W) + size_t(i)];
+                if (id < 0 || lp == -INFINITY) break;
+                const float parent = level == 1 ? 0.f : scores_in[size_t(r)];
+                cands.push_back({parent + std::min(0.f, lp), id, r});
+            }
+        std::stable_sort(cands.begin(), cands.end(), [](const Cand &a, const Cand &b) { return a.score > b.score; });
+        const int32_t count = std::min<int32_t>(int32_t(cands.size()), W);
+
+        DevBuf<int32_t> d_ids(ids), d_count_in(std::vector<int32_t>{rows});
+        DevBuf<float> d_logp(logp), d_scores_in(scores_in), d_features(features);
+        DevBuf<int32_t> count_out(1), tokens_out(static_cast<size_t>(W)), parents_out(static_cast<size_t>(W)), pass_tokens(static_cast<size_t>(W));
+        DevBuf<int32_t> chain_info(std::vector<int32_t>(size_t(3 * W), 12345)), snap(static_cast<size_t>(W)), win_in(static_cast<size_t>(W)),
+            win_out(static_cast<size_t>(W));
+        DevBuf<float> scores_out(static_cast<size_t>(W)), row_in(std::vector<float>(size_t(W) * size_t(2 * D), 3.f));
+        for (auto *b : {&count_out, &tokens_out, &parents_out, &pass_tokens, &snap, &win_in, &win_out}) b->poison();
+        scores_out.poison();
+        kern::BeamStepParams bp;
+        bp.width = W, bp.level = level, bp.D = D;
+        bp.ids = d_ids.p, bp.logp = d_logp.p, bp.scores_in = d_scores_in.p, bp.count_in = d_count_in.p;
+        bp.features = d_features.p;
+        bp.count_out = count_out.p, bp.scores_out = scores_out.p, bp.tokens_out = tokens_out.p;
+        bp.parents_out = parents_out.p, bp.pass_tokens = pass_tokens.p, bp.row_in = row_in.p;
+        bp.chain_info = chain_info.p, bp.snap_slot = snap.p, bp.window_in = win_in.p, bp.window_out = win_out.p;
+        CK(kern::launch_beam_step(bp, ctx));
+        CK(cudaDeviceSynchronize());
+
+        CHECK(count_out.download()[0] == count);
+        const auto g_scores = scores_out.download();
+        const auto g_tokens = tokens_out.download(), g_parents = parents_out.download();
+        const auto g_pass = pass_tokens.download(), g_chain = chain_info.download(), g_snap = snap.download();
+        const auto g_win_in = win_in.download(), g_win_out = win_out.download();
+        const auto g_row_in = row_in.download();
+        const int32_t own = (level % 2) * W, parents_base = ((level - 1) % 2) * W;
+        for (int32_t b = 0; b < W; ++b) {
+            CAPTURE(b);
+            const bool ok = b < count;
+            const Cand c = ok ? cands[size_t(b)] : Cand{-INFINITY, -1, -1};
+            CHECK(std::memcmp(&g_scores[size_t(b)], &c.score, 4) == 0);  // bitwise
+            CHECK(g_tokens[size_t(b)] == c.token);
+            CHECK(g_parents[size_t(b)] == (level == 1 ? -1 : c.row));
+            CHECK(g_pass[size_t(b)] == (ok ? c.token : 0));
+            const int32_t start = ok && level > 1 ? parents_base + c.row : -1;
+            CHECK(g_chain[size_t(3 * b)] == 12345);  // first and length are the host's
+            CHECK(g_chain[size_t(3 * b + 1)] == 12345);
+            CHECK(g_chain[size_t(3 * b + 2)] == start);
+            CHECK(g_snap[size_t(b)] == own + b);
+            CHECK(g_win_in[size_t(b)] == start);
+            CHECK(g_win_out[size_t(b)] == own + b);
+            const int32_t fr = ok ? (level == 1 ? 0 : c.row) : -1;
+            bool row_ok = true;
+            for (int64_t d = 0; d < D; ++d) {
+                row_ok &= g_row_in[size_t(b * 2 * D + d)] == 3.f;  // the embedding half is not touched
+                row_ok &= g_row_in[size_t(b * 2 * D + D + d)] == (fr < 0 ? 0.f : features[size_t(fr * D + d)]);
+            }
+            CHECK(row_ok);
+            ++checked;
+        }
+    }
+    MESSAGE(checked << " frontier entries equal to the host rule's");
+    kern::BeamStepParams bad;
+    bad.width = 33, bad.level = 1;  // 33 * 33 candidates do not fit
+    CHECK(kern::launch_beam_step(bad, ctx) == cudaErrorInvalidValue);
+    bad.width = 4, bad.level = 0;
+    CHECK(kern::launch_beam_step(bad, ctx) == cudaErrorInvalidValue);
 }
 
 }  // namespace

@@ -895,3 +895,85 @@ TEST_CASE("tree builder: a drafter level is drawn only while the tokens it can a
     Rng r1(3), r2(3);
     CHECK(build(b, d, params, &r1, &dear, &dear).passes < build(b, d, params, &r2, &cheap, &cheap).passes + 1);
 }
+
+// ==== fixed-width levels =========================================================================
+
+TEST_CASE("tree builder: fixed-width levels expand the newest depth's top_k, whatever margin, budget and cost") {
+    const uint64_t seed = test::fresh_seed();
+    MESSAGE("fixed-width levels: seed " << seed << " (set SPECLA_TEST_SEED to replay)");
+    Rng r(seed);
+    // A drafter pass dearer than any verification: a dynamic tree would draw no level.
+    PassCostModel dear;
+    dear.observe_verify(0, 0.010);
+    dear.observe_verify(32, 0.234);
+    for (int32_t rows = 1; rows <= 64; ++rows) dear.observe_draft(rows, 1.0);
+    for (int trial = 0; trial < 300; ++trial) {
+        const int32_t vocab = 2 + int32_t(r.next() % 40);
+        const TableDrafter d = random_drafter(vocab, r);
+        TreeParams params = random_params(r, 6);
+        params.fixed_width = true;
+        params.size_from_cost = r.uniform() < 0.5;
+        CAPTURE(trial);
+        CAPTURE(vocab);
+        CAPTURE(params.top_k);
+        CAPTURE(params.max_nodes);
+        CAPTURE(params.max_depth);
+        CAPTURE(params.prune_margin);
+
+        // The frontier of every level, against the rule computed here from the candidates.
+        TreeBuilder b;
+        b.start(params, d.root.data(), vocab, nullptr, &dear);
+        int32_t passes = 0, level_begin = 0;
+        std::vector<float> probs;
+        for (;;) {
+            const std::vector<TreeCandidate> &cands = b.candidates();
+            const int32_t n = int32_t(cands.size());
+            std::vector<int32_t> expected;
+            if (level_begin < n && cands[size_t(level_begin)].depth < params.max_depth) {
+                for (int32_t i = level_begin; i < n; ++i) expected.push_back(i);
+                std::stable_sort(expected.begin(), expected.end(), [&](int32_t a, int32_t c) {
+                    return cands[size_t(a)].score > cands[size_t(c)].score;
+                });
+                if (int32_t(expected.size()) > params.top_k) expected.resize(size_t(params.top_k));
+            }
+            CHECK(b.frontier() == expected);
+            if (b.frontier().empty()) break;
+            probs.clear();
+            for (const int32_t f : b.frontier()) {
+                const float *row = d.after(cands[size_t(f)].token);
+                probs.insert(probs.end(), row, row + vocab);
+            }
+            level_begin = n;
+            b.expand(probs.data(), vocab);
+            ++passes;
+        }
+        // Every level to the depth budget unless a level came out empty (rows without mass).
+        CHECK(passes <= std::max(0, params.max_depth - 1));
+        if (!b.candidates().empty() && b.candidates().back().depth == params.max_depth)
+            CHECK(passes == params.max_depth - 1);
+        // finish() cuts as it does for dynamic trees: the structure's rules hold.
+        Built out;
+        b.finish(params.size_from_cost ? &dear : nullptr, out.tree, out.node_candidate);
+        out.candidates = b.candidates();
+        out.passes = passes;
+        check_structure(d, params, out, false);
+    }
+    // A node budget the levels ignore: every level is drafted, finish() keeps the budget.
+    const TableDrafter d = confident_drafter(16);
+    TreeParams params;
+    params.top_k = 3;
+    params.max_depth = 5;
+    params.max_nodes = 2;  // a budget the levels ignore
+    params.fixed_width = true;
+    const Built full = build(d, params, nullptr);
+    CHECK(full.passes == 4);
+    CHECK(full.tree.size() == 2);
+
+    // Sampled trees cannot have a fixed shape: each node's children must depend only on what was
+    // drawn before it, not on a ranking of its level.
+    TreeBuilder b;
+    Rng draw(1);
+    const Caught c = caught([&] { b.start(params, d.root.data(), d.vocab, &draw); });
+    CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
+    CHECK(c.message.find("fixed-width") != std::string::npos);
+}

@@ -40,6 +40,15 @@
 #                bench_verify --only p2 (plain steps and the chain of 16) at the pycode and GDN-1.3B
 #                shapes (profile_pycode.log, profile_1p3b.log), and how the speculative passes of
 #                bench_generate ran (graph replays, captures, eager passes: passgraphs.log)
+#   drafting     fixed-width drafting in one device call (specla_tree_shape FIXED_WIDTH): the beam-step
+#                kernel test and the one-call-vs-level-by-level test (drafting.log), both under
+#                compute-sanitizer memcheck and the beam step under racecheck (drafting_memcheck.log,
+#                drafting_racecheck.log), then bench_generate with the trained drafter, dynamic and
+#                fixed-width trees side by side at <= 8/16/32 nodes and fixed width at depths 4 and 6
+#                (drafting_bench.log)
+#   draftprofile every kernel's GPU time (ncu, launch order) over one generation of the specla program
+#                with the trained drafter, fixed-width and dynamic trees, and plain decoding
+#                (draftprofile_*.csv), and the same generations' wall times (draftprofile.log)
 #   verifycheck  the verify tests (quick mode) under compute-sanitizer memcheck (verifycheck.log)
 #                and the node-logits test under racecheck (verifyrace.log)
 # Every step has a time limit so that the whole run fits in one device call; logs go to $OUT
@@ -101,15 +110,23 @@ if has floor || has experiments; then
     exp_targets="bench_step_floor bench_persistent_step specla_experiment_tests"
 fi
 
+# draftprofile runs the specla program (a generation with no benchmark around it).
+samples_flag="-DSPECLA_BUILD_SAMPLES=OFF"
+sample_targets=""
+if has draftprofile; then
+    samples_flag="-DSPECLA_BUILD_SAMPLES=ON"
+    sample_targets="specla_cli"
+fi
+
 gen=""
 command -v ninja >/dev/null && gen="-G Ninja"
 if has build; then
     {
         cmake -S "$root" -B "$build" $gen -DCMAKE_BUILD_TYPE=Release -DSPECLA_CUDA=ON \
-            -DSPECLA_BUILD_SAMPLES=OFF -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
+            $samples_flag -DSPECLA_BUILD_TESTS=ON -DSPECLA_BUILD_BENCH=ON \
             -DCMAKE_POLICY_VERSION_MINIMUM=3.5 $exp_flag &&
         timeout "${SPECLA_BUILD_LIMIT:-420}" cmake --build "$build" -j "$(nproc)" --target specla_internal_tests \
-            bench_decode specla_api_tests bench_verify bench_generate $exp_targets
+            bench_decode specla_api_tests bench_verify bench_generate $exp_targets $sample_targets
     } >"$OUT/build.log" 2>&1
     rc=$?
     note "== build: rc=$rc after $(elapsed) s"
@@ -345,6 +362,64 @@ sanitize() {  # tool, filter, limit, log name
 # replay included) and the block path with its cuBLAS calls under memcheck; the kernels that use
 # shared memory (and the per-op decoding step) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
+if has drafting; then
+    drafting_filter="cuda kernels: the fixed-width drafting*,cuda eagle: fixed-width*"
+    {
+        timeout 120 "$tests_bin" --no-intro=true -tc="$drafting_filter"
+        echo "internal rc=$?"
+        timeout 120 "$api_bin" --no-intro=true -tc="cuda: EAGLE greedy*"
+        echo "api rc=$?"
+    } >"$OUT/drafting.log" 2>&1
+    note "== fixed-width drafting ($(grep -E '^(internal|api) rc=' "$OUT/drafting.log" | tr '\n' ' ')): after $(elapsed) s"
+    grep -E "fixed-width|frontier entries|eagle cuda|ERROR|FAILED|test cases|assertions|rc=" "$OUT/drafting.log" | head -30 >>"$summary"
+    sanitize memcheck "$drafting_filter" 180 drafting_memcheck
+    sanitize racecheck "cuda kernels: the fixed-width drafting*" 120 drafting_racecheck
+    {
+        timeout 200 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
+            --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 8 --eagle-nodes 8,16,32 \
+            --eagle-shapes dynamic,fixed_width --debug-log
+        echo "rc=$?"
+        for depth in 4 6; do
+            timeout 100 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
+                --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 8 --eagle-nodes 16 \
+                --eagle-shapes fixed_width --eagle-depth $depth
+            echo "rc=$?"
+        done
+    } >"$OUT/drafting_bench.log" 2>&1
+    note "== fixed-width drafting bench: after $(elapsed) s"
+    grep -E "^\| (plain|speculative)|rc=" "$OUT/drafting_bench.log" | head -30 >>"$summary"
+fi
+# Where an EAGLE pass's GPU time goes: every kernel's duration (Nsight Compute, in launch order)
+# over one generation of the specla program with the trained drafter, fixed-width and dynamic
+# trees, and plain decoding for the step's own kernels (draftprofile_*.csv; the kernels between
+# two beam steps are one drafting level). The same generations without the profiler give the wall
+# time (draftprofile.log).
+if has draftprofile; then
+    cli="$build/samples/specla"
+    prompt=$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+    gen_args=(generate --backend cuda -m "$root/models/gdn-pycode-22m" -n 96 --ignore-eos --prompt "$prompt")
+    eagle_args=(--drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 16 --draft-depth 8 --min-gain 0 -v)
+    {
+        for shape in fixed_width dynamic; do
+            echo "== $shape"
+            "$cli" "${gen_args[@]}" "${eagle_args[@]}" --tree-shape $shape
+        done
+        echo "== plain"
+        "$cli" "${gen_args[@]}" -v
+    } >"$OUT/draftprofile.log" 2>&1
+    if command -v ncu >/dev/null; then
+        for shape in fixed_width dynamic plain; do
+            args=("${gen_args[@]}")
+            [ $shape = plain ] || args+=("${eagle_args[@]}" --tree-shape $shape)
+            timeout 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw \
+                --log-file "$OUT/draftprofile_$shape.csv" "$cli" "${args[@]}" >/dev/null 2>&1
+            note "== ncu over specla generate ($shape): rc=$? after $(elapsed) s"
+        done
+    else
+        note "ncu not found"
+    fi
+    grep -vE "^\s*$" "$OUT/draftprofile.log" | tail -20 >>"$summary"
+fi
 has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: device sampling*,cuda backend: blocks*" \
     "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
 # The persistent step (an experiment; its memcheck run is in the `experiments` step) is never run

@@ -52,6 +52,7 @@ def test_default_params_read_through_the_structs() -> None:
     assert spec.deferred_commit is True
     assert (spec.tree_top_k, spec.tree_prune_margin, spec.tree_size_from_cost) == (4, 8.0, True)
     assert spec.speculation_min_gain == 1.0
+    assert spec.tree_shape == _capi.SPECLA_TREE_SHAPE_AUTO
 
     vp = _capi.default_params(_capi.specla_verify_params)
     assert not vp.sampling and vp.deferred_commit is True

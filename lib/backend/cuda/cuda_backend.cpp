@@ -56,6 +56,8 @@ CudaSequenceState::~CudaSequenceState() {
     if (h_top_ids) (void)cudaFreeHost(h_top_ids);
     if (h_top_logp) (void)cudaFreeHost(h_top_logp);
     if (h_features) (void)cudaFreeHost(h_features);
+    if (h_draft_root) (void)cudaFreeHost(h_draft_root);
+    if (h_draft_out) (void)cudaFreeHost(h_draft_out);
     if (desc_event) (void)cudaEventDestroy(desc_event);
     (void)cudaGetLastError();
 }
@@ -279,6 +281,15 @@ const std::vector<int32_t> kStepKey = {0};
 
 void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassPlan plan,
                               const std::vector<int32_t> &key) {
+    launch_keyed(st, key, plan.pdl, key == kStepKey ? "decoding step" : "verification pass", [&](bool pdl) {
+        CudaPassPlan p = plan;
+        p.pdl = pdl;
+        enqueue_pass(st, pass, p);
+    });
+}
+
+void CudaBackend::launch_keyed(CudaSequenceState &st, const std::vector<int32_t> &key, bool pdl, const char *what,
+                               const std::function<void(bool pdl)> &enqueue) {
     // A pass is 5-7 launches per layer: replayed from a captured graph per launch shape from the
     // second time that shape is seen, so that the host's launch rate does not bound small models
     // (the first run also resolves lazy per-kernel setup outside any capture). The values that
@@ -287,7 +298,7 @@ void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassP
     CudaSequenceState::PassLaunchCounts &counts = st.pass_launches;
     if (!options_.use_graph || key.empty()) {
         ++counts.eager;
-        enqueue_pass(st, pass, plan);
+        enqueue(pdl);
         return;
     }
     for (const auto &pg : st.graphs)
@@ -297,7 +308,7 @@ void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassP
                 check(cudaGraphLaunch(pg.exec, st.stream), "cudaGraphLaunch");
             } else {
                 ++counts.eager;
-                enqueue_pass(st, pass, plan);  // its capture failed: eager
+                enqueue(pdl);  // its capture failed: eager
             }
             return;
         }
@@ -306,20 +317,20 @@ void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassP
     if (!seen || st.graphs.size() >= kMaxPassGraphs) {
         if (!seen && st.seen_shapes.size() < kMaxSeenShapes) st.seen_shapes.push_back(key);
         ++counts.eager;
-        enqueue_pass(st, pass, plan);
+        enqueue(pdl);
         return;
     }
     ++counts.captures;
     // Capture with PDL edges first; if the runtime refuses, without; if that fails too, eager.
     cudaGraphExec_t exec = nullptr;
-    const bool pdl_first = plan.pdl;
-    for (int attempt = 0; attempt < (pdl_first ? 2 : 1) && !exec; ++attempt) {
-        plan.pdl = pdl_first && attempt == 0;
+    bool captured_pdl = false;
+    for (int attempt = 0; attempt < (pdl ? 2 : 1) && !exec; ++attempt) {
+        captured_pdl = pdl && attempt == 0;
         cudaGraph_t graph = nullptr;
         check(cudaStreamBeginCapture(st.stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
         bool ok = true;
         try {
-            enqueue_pass(st, pass, plan);
+            enqueue(captured_pdl);
         } catch (const Error &) {
             ok = false;
         }
@@ -328,14 +339,12 @@ void CudaBackend::launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassP
         if (graph) (void)cudaGraphDestroy(graph);
         (void)cudaGetLastError();
     }
-    st.graphs.push_back({key, exec, exec && plan.pdl});
+    st.graphs.push_back({key, exec, exec && captured_pdl});
     if (exec) {
         check(cudaGraphLaunch(exec, st.stream), "cudaGraphLaunch");
     } else {
-        log(SPECLA_LOG_WARN, "CUDA graph capture of a ", key == kStepKey ? "decoding step" : "verification pass",
-            " failed; running it without a graph");
-        plan.pdl = pdl_first;
-        enqueue_pass(st, pass, plan);
+        log(SPECLA_LOG_WARN, "CUDA graph capture of a ", what, " failed; running it without a graph");
+        enqueue(pdl);
     }
 }
 

@@ -23,6 +23,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -156,6 +157,21 @@ struct CudaSequenceState final : SequenceState {
     CommitState commit;
     std::vector<int32_t> verified_parents;  // of the last verified tree (benchmark hooks)
 
+    // ---- fixed-width drafting (drafter models; cuda_draft.cpp) ----
+    // For draft_width and up to draft_levels levels: the root row and feature (device, and the
+    // pinned mirror the graph copies in), the per-level frontiers and top-token rows (device, and
+    // the pinned mirror the graph copies out: counts, tokens, parents, ids, logps), each level's
+    // frontier scores, the per-node conv window indices and the conv windows of 2 * width nodes.
+    // The hybrid snapshot slots (snap_buf) hold the frontier nodes' states, 2 * width of them.
+    int32_t draft_width = 0, draft_levels = 0;
+    ArenaBuffer draft_buf;
+    int32_t *draft_root = nullptr, *h_draft_root = nullptr;  // ids [W], logps [W], feature [D]
+    int32_t *draft_out = nullptr, *h_draft_out = nullptr;    // FixedWidthDraft's outputs, in its order
+    float *draft_scores = nullptr;                           // [levels][W]
+    int32_t *draft_window_index = nullptr;                   // in [W], out [W]
+    float *draft_windows = nullptr;                          // [2W][conv_size - 1][CC]
+    size_t draft_root_count = 0, draft_out_count = 0;        // 4-byte words
+
     // Captured passes (CudaBackend::launch_pass), keyed by launch shape: a shape is run eagerly the
     // first time it is seen and captured the second time.
     struct PassGraph {
@@ -212,8 +228,17 @@ struct TreeLaunch {
 // How a pass is launched (cuda_pass_ops.cpp states each form's kernels).
 enum class CudaPassForm { Step, Block, Tree };
 
+// A level pass of fixed-width drafting (cuda_draft.cpp): its tokens, input features and tree
+// tables are already on the device (written by the beam step before it), its outputs stay there,
+// and each node's conv window is its own (VerifyConvParams::window_in / window_out).
+struct DraftLevelPass {
+    const int32_t *window_in = nullptr, *window_out = nullptr;
+    float *windows = nullptr;
+};
+
 struct CudaPassPlan {
     CudaPassForm form = CudaPassForm::Block;
+    const DraftLevelPass *draft = nullptr;  // Tree form only: a fixed-width drafting level
     bool pdl = true;                   // programmatic dependent launch between kernels
     // Tree: the launch plan and the factor set the pass writes (the pending path is in the other).
     const TreeLaunch *tree = nullptr;
@@ -248,6 +273,9 @@ public:
     // For temperature, top-k and top-p over the whole vocabulary (what the device sampler does):
     // cuda_accept.cpp.
     std::unique_ptr<RowSampler> row_sampler(SequenceState &state, const SamplingConfig &sampling) override;
+    // Drafter models of one layer, width^2 <= kern::kBeamMaxCandidates: cuda_draft.cpp.
+    bool supports_fixed_width_draft(int32_t width) const override;
+    void draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft) override;
     void copy_state(SequenceState &from, SequenceState &to) override;
     void export_state(SequenceState &state, float *recurrent, float *conv) override;
     void import_state(SequenceState &state, const float *recurrent, const float *conv) override;
@@ -291,6 +319,15 @@ private:
     // Launch a pass: replayed from the graph captured for its launch shape `key`, captured now
     // when the shape is seen the second time, else enqueued (an empty key: never captured).
     void launch_pass(CudaSequenceState &st, const Pass &pass, CudaPassPlan plan, const std::vector<int32_t> &key);
+    // launch_pass's rule for any enqueued work: `enqueue(pdl)` replayed from the graph captured
+    // for `key`, captured the second time the key is seen, else run as it is; `what` names it in
+    // a warning when its capture fails.
+    void launch_keyed(CudaSequenceState &st, const std::vector<int32_t> &key, bool pdl, const char *what,
+                      const std::function<void(bool pdl)> &enqueue);
+    // Fixed-width drafting (cuda_draft.cpp): its buffers for this width and depth, and the graph body.
+    void ensure_draft_buffers(CudaSequenceState &st, int32_t width, int32_t levels);
+    void enqueue_fixed_width_draft(CudaSequenceState &st, const TreeLaunch &tl, const FixedWidthDraft &d, int set,
+                                   bool pdl);
     // One plain decoding step of the token in st.h_tokens[0].
     void run_decode(CudaSequenceState &st);
     // Enqueue the copy of the residual rows [from, n) (RowFeatures::out) to host memory.

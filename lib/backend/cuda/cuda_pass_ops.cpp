@@ -130,9 +130,12 @@ void CudaPassOps::input_rows(const Pass &pass) {
     const int32_t n = pass.n;
     const int64_t D = c_.hidden_size;
     // The tokens (and a tree's tables) come from pinned mirrors the host filled before the pass,
-    // so a captured pass reads each call's values.
-    check(cudaMemcpyAsync(st_.d_tokens, st_.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st_.stream), "copy tokens");
-    if (tree()) {
+    // so a captured pass reads each call's values; a drafting level's are on the device already.
+    const bool staged = plan_.draft != nullptr;
+    if (!staged)
+        check(cudaMemcpyAsync(st_.d_tokens, st_.h_tokens, size_t(n) * 4, cudaMemcpyHostToDevice, st_.stream),
+              "copy tokens");
+    if (tree() && !staged) {
         check(cudaMemcpyAsync(st_.tree_tables, st_.h_tree_tables, st_.tree_tables_count * 4, cudaMemcpyHostToDevice,
                               st_.stream),
               "copy tree tables");
@@ -150,9 +153,10 @@ void CudaPassOps::input_rows(const Pass &pass) {
     // Row t of row_in: [embedding[token_t] | feature_t] (the order the training tool concatenates
     // in), then x0 = fc @ row into the residual rows. The features come from the pinned copy
     // stage_features() made.
-    check(cudaMemcpy2DAsync(st_.row_in + D, size_t(2 * D) * 4, st_.h_features, size_t(D) * 4, size_t(D) * 4, size_t(n),
-                            cudaMemcpyHostToDevice, st_.stream),
-          "cudaMemcpy2DAsync(input features)");
+    if (!staged)
+        check(cudaMemcpy2DAsync(st_.row_in + D, size_t(2 * D) * 4, st_.h_features, size_t(D) * 4, size_t(D) * 4,
+                                size_t(n), cudaMemcpyHostToDevice, st_.stream),
+              "cudaMemcpy2DAsync(input features)");
     check(kern::launch_embedding(w_.embeddings, st_.d_tokens, n, D, st_.row_in, 2 * D, argmax_reset, first),
           "embedding (drafter)");
     // The multi-row GEMV for any n (one row included): fp32 inputs, each row reduced in the
@@ -212,6 +216,10 @@ void CudaPassOps::conv_gates(int layer, const Pass &pass) {
         cp.beta = st_.verify_beta;
         cp.pre = st_.factor_preconv ? st_.factor_preconv + lf * size_t(CC) : nullptr;
         cp.silu_z = c_.use_gate ? 1 : 0;  // o_proj's head norm takes the gate as is (mixer_out)
+        if (plan_.draft) {
+            cp.window_in = plan_.draft->window_in, cp.window_out = plan_.draft->window_out;
+            cp.windows = plan_.draft->windows;
+        }
         check(kern::launch_verify_conv(cp, ctx_), "conv + gates (verify)");
         return;
     }
@@ -376,8 +384,10 @@ void CudaPassOps::output_head(const Pass &pass) {
         gemv(lm, n, D, vocab, 0, "lm_head (verify)");
         // The pending factors (if any) have been applied by every layer: clear the count.
         check(cudaMemsetAsync(st_.desc, 0, 4, st_.stream), "clear pending");
-        check(cudaMemcpyAsync(st_.h_verify_argmax, st_.verify_argmax, size_t(n) * 8, cudaMemcpyDeviceToHost, st_.stream),
-              "copy argmax");
+        if (!plan_.draft)
+            check(cudaMemcpyAsync(st_.h_verify_argmax, st_.verify_argmax, size_t(n) * 8, cudaMemcpyDeviceToHost,
+                                  st_.stream),
+                  "copy argmax");
         return;
     }
     // Block: logits straight to the caller's host buffer (blocks are not captured).

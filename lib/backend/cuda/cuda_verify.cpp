@@ -390,7 +390,8 @@ SessionMemory CudaBackend::session_memory(const SequenceState &state) const {
     SessionMemory m;
     m.state_bytes = dev(p->state_buf) + dev(p->conv_buf);
     m.factor_bytes = dev(p->factor_buf);
-    m.scratch_bytes = dev(p->scratch_buf) + dev(p->verify_buf) + dev(p->top_buf) + dev(p->snap_buf);
+    m.scratch_bytes =
+        dev(p->scratch_buf) + dev(p->verify_buf) + dev(p->top_buf) + dev(p->snap_buf) + dev(p->draft_buf);
     m.device_bytes = m.state_bytes + m.factor_bytes + m.scratch_bytes;
     m.scratch_bytes += p->pinned_bytes;
     m.host_bytes = p->pinned_bytes;

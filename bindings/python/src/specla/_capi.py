@@ -58,6 +58,10 @@ SPECLA_TREE_AUTO = 0
 SPECLA_TREE_HYBRID = 1
 SPECLA_TREE_PARALLEL_WY = 2
 
+SPECLA_TREE_SHAPE_AUTO = 0
+SPECLA_TREE_SHAPE_DYNAMIC = 1
+SPECLA_TREE_SHAPE_FIXED_WIDTH = 2
+
 SPECLA_SPEC_MAX_DEPTH_STATS = 32
 
 SPECLA_SEED_RANDOM = 2**64 - 1  # UINT64_MAX
@@ -231,6 +235,7 @@ class specla_spec_params(_Sized):
         ("tree_prune_margin", c_float),
         ("tree_size_from_cost", c_bool),
         ("speculation_min_gain", c_double),
+        ("tree_shape", c_int),
     ]
 
 

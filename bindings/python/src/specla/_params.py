@@ -14,6 +14,9 @@ from .errors import InvalidArgumentError
 # specla_tree_algorithm by name (SpecOptions.tree_algorithm, verify_tree's tree_algorithm).
 TREE_ALGORITHMS = {"auto": _capi.SPECLA_TREE_AUTO, "hybrid": _capi.SPECLA_TREE_HYBRID,
                    "parallel_wy": _capi.SPECLA_TREE_PARALLEL_WY}
+# specla_tree_shape by name (SpecOptions.tree_shape).
+TREE_SHAPES = {"auto": _capi.SPECLA_TREE_SHAPE_AUTO, "dynamic": _capi.SPECLA_TREE_SHAPE_DYNAMIC,
+               "fixed_width": _capi.SPECLA_TREE_SHAPE_FIXED_WIDTH}
 
 
 def assign(struct: ctypes.Structure, field: str, value: object, what: str | None = None) -> None:

@@ -18,6 +18,7 @@ from . import _capi
 from ._arrays import TokenIds, as_token_array
 from ._params import DEFAULT_PENALTY_LAST_N, DEFAULT_REPETITION_PENALTY
 from ._params import TREE_ALGORITHMS as _TREE
+from ._params import TREE_SHAPES as _SHAPES
 from ._params import assign, sampling_params
 from ._token_source import FinishReason, Generation, Outcome, Request, TokenLogprob
 from .errors import InvalidArgumentError
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 Prompt = Union[str, TokenIds]
 TreeAlgorithm = Literal["auto", "hybrid", "parallel_wy"]
+TreeShape = Literal["auto", "dynamic", "fixed_width"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class SpecOptions:
     # greedy generations take plain steps while speculation measures below this multiple of
     # plain decoding's tokens/s (sampled ones always speculate); 0: always speculate [1.0]
     speculation_min_gain: Optional[float] = None
+    # EAGLE: "dynamic" (confidence-pruned levels), "fixed_width" (greedy: top_k nodes per level
+    # down to max_draft_depth, drafted in one device call where the backend can) or "auto"
+    tree_shape: TreeShape = "auto"
 
 
 @dataclass(frozen=True)
@@ -148,6 +153,10 @@ def _request(session: "Session", prompt: Prompt, *, max_tokens: int, temperature
             raise InvalidArgumentError(f"spec.tree_algorithm must be one of {sorted(_TREE)}, "
                                        f"not {opts.tree_algorithm!r}")
         sp.tree_algorithm = _TREE[opts.tree_algorithm]
+        if opts.tree_shape not in _SHAPES:
+            raise InvalidArgumentError(f"spec.tree_shape must be one of {sorted(_SHAPES)}, "
+                                       f"not {opts.tree_shape!r}")
+        sp.tree_shape = _SHAPES[opts.tree_shape]
     elif spec is not None:
         raise InvalidArgumentError("spec options given without a drafter")
     sp.generate = ctypes.pointer(gp)
