@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "util/error.h"
+#include "util/log.h"
 #include "util/seconds_since.h"
 
 namespace specla {
@@ -129,6 +130,7 @@ void Generation::speculative_pass(GenerationStep &step, bool draft) {
     budget.max_depth = std::min(budget.max_depth, remaining - 1);  // path + bonus fit the budget
     tree_.clear();
     if (draft && budget.max_nodes > 0 && budget.max_depth > 0) drafter.propose(session_.context(), budget, tree_);
+    const double draft_seconds = seconds_since(t_start);
 
     // Nothing drafted: the pass is a plain decoding step of the pending token, through the
     // backend's decoding path (on the GPU a captured graph; prompt lookup on gdn-pycode-22m,
@@ -142,6 +144,7 @@ void Generation::speculative_pass(GenerationStep &step, bool draft) {
     // instead of a root-only verification, 1.35).
     const bool plain = tree_.size() == 0 && session_.has_pending();
     AcceptResult acc;
+    double verify_seconds = 0;
     emit_.clear();
     const bool root_feature = session_.has_pending();
     const int64_t first_feature_position = session_.n_past() - (root_feature ? 1 : 0);
@@ -156,7 +159,8 @@ void Generation::speculative_pass(GenerationStep &step, bool draft) {
         // host even for greedy acceptance.
         verify_and_accept(session_, tree_, g.sampling, rng_, opts_.algorithm, g.logprobs, root_, node_logits_,
                           node_choice_, acc, wants_features_ ? &features_ : nullptr);
-        drafter.observe_verify_pass(tree_.size(), seconds_since(t0));
+        verify_seconds = seconds_since(t0);
+        drafter.observe_verify_pass(tree_.size(), verify_seconds);
         for (int32_t node : acc.path) emit_.push_back(tree_.tokens[size_t(node)]);
         emit_.push_back(acc.bonus);
     }
@@ -204,6 +208,10 @@ void Generation::speculative_pass(GenerationStep &step, bool draft) {
     // of what speculation gives.
     if (r == FinishReason::None) gate_.record_speculative(step_seconds, int64_t(m));
     ++stats_.steps;
+    ++pass_seconds_.passes;
+    pass_seconds_.draft += draft_seconds;
+    pass_seconds_.verify += verify_seconds;
+    pass_seconds_.rest += std::max(0.0, step_seconds - draft_seconds - verify_seconds);
     stats_.drafted += tree_.size();
     stats_.accepted += int64_t(kept_path_.size());
     stats_.generated += int64_t(m);
@@ -241,6 +249,12 @@ FinishReason Generation::emit(int32_t token, const float *row, GenerationStep &s
 
 void Generation::finish(FinishReason reason, GenerationStep &step) {
     reason_ = reason;
+    if (const PassSeconds &p = pass_seconds_; p.passes > 0) {
+        const double ms = 1e3 / double(p.passes);
+        log(SPECLA_LOG_DEBUG, "speculative passes: ", p.passes, ", per pass ", p.draft * ms, " ms drafting, ",
+            p.verify * ms, " ms verification and acceptance, ", p.rest * ms, " ms commit and the rest; ",
+            double(stats_.drafted) / double(p.passes), " nodes per pass");
+    }
     if (drafter_ && opts_.speculation_min_gain > 0) {
         Session::SpeculationRecord record = session_.speculation_record(wants_features_);
         if (gate_.plain_seconds_per_token() > 0) record.plain_seconds_per_token = gate_.plain_seconds_per_token();

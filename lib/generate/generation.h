@@ -107,6 +107,11 @@ private:
     int32_t stop_index_ = -1;
     int64_t n_generated_ = 0;
     SpecStats stats_;
+    // Where the drafting passes' time went, for the debug log at the end (finish()).
+    struct PassSeconds {
+        int64_t passes = 0;
+        double draft = 0, verify = 0, rest = 0;  // rest: emission, commit, features to the drafter
+    } pass_seconds_;
     // Speculative scratch, reused across passes.
     DraftTree tree_;
     std::vector<float> root_, node_logits_, features_;

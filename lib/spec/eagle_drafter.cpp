@@ -7,6 +7,7 @@
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "util/error.h"
+#include "util/log.h"
 #include "util/seconds_since.h"
 
 namespace specla {
@@ -57,7 +58,16 @@ void EagleDrafter::begin_generation(const SamplingConfig &sampling, Rng *rng) {
     rng_ = sampling.greedy() ? nullptr : rng;
 }
 
-void EagleDrafter::end_generation() { rng_ = nullptr; }
+void EagleDrafter::end_generation() {
+    rng_ = nullptr;
+    const DraftSeconds &t = draft_seconds_;
+    auto mean_ms = [](double s, int64_t n) { return n > 0 ? 1e3 * s / double(n) : 0.0; };
+    if (t.catch_ups + t.level_passes + t.one_calls > 0)
+        log(SPECLA_LOG_DEBUG, "EAGLE drafter: ", t.catch_ups, " catch-up passes after the prompt's of ", mean_ms(t.catch_up, t.catch_ups),
+            " ms, ", t.level_passes, " level passes of ", mean_ms(t.levels, t.level_passes), " ms, ", t.one_calls,
+            " trees drafted in one device call of ", mean_ms(t.one_call, t.one_calls), " ms");
+    draft_seconds_ = {};
+}
 
 void EagleDrafter::observe_verify_pass(int32_t n_nodes, double seconds) { cost_.observe_verify(n_nodes, seconds); }
 
@@ -98,7 +108,13 @@ void EagleDrafter::catch_up(const std::vector<int32_t> &context) {
         std::memcpy(last_feature_.data(), row_features_.data() + size_t(m - 1) * size_t(D_), size_t(D_) * sizeof(float));
     }
     // The tree builder counts the pass that gives the root distribution as one row.
-    cost_.observe_draft(1, seconds_since(t0));
+    const double secs = seconds_since(t0);
+    cost_.observe_draft(1, secs);
+    if (draft_seconds_.prompt_seen) {  // the first of a generation reads the prompt: not counted
+        ++draft_seconds_.catch_ups;
+        draft_seconds_.catch_up += secs;
+    }
+    draft_seconds_.prompt_seen = true;
     features_.erase(features_.begin(), features_.begin() + rows * D_);
     consumed_ = n - 1;
     last_token_ = context[size_t(n - 1)];
@@ -205,7 +221,10 @@ void EagleDrafter::draft_levels(bool top, int32_t k, int32_t n_cand) {
         const auto t0 = std::chrono::steady_clock::now();
         model_->verify_tree(*state_, pass_tokens_.data(), pass_parents_.data(), rows, TreeAlgorithm::Auto, vo);
         // Counted by the rows the builder asked for (its estimate of a level's cost is keyed so).
-        cost_.observe_draft(m, seconds_since(t0));
+        const double secs = seconds_since(t0);
+        cost_.observe_draft(m, secs);
+        ++draft_seconds_.level_passes;
+        draft_seconds_.levels += secs;
 
         for (int32_t i = 0; i < m; ++i)
             std::memcpy(predicted_.data() + size_t(front[size_t(i)]) * D, pass_features_.data() + size_t(i) * D,
@@ -240,7 +259,9 @@ void EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t l
     d.ids = top_ids_.data(), d.logp = top_logp_.data();
     const auto t0 = std::chrono::steady_clock::now();
     model_->draft_fixed_width(*state_, d);
-    const double per_level = seconds_since(t0) / double(levels);
+    const double secs = seconds_since(t0), per_level = secs / double(levels);
+    ++draft_seconds_.one_calls;
+    draft_seconds_.one_call += secs;
 
     // The builder follows the same rule on the rows the device returns; every level's frontier
     // must be the one the device drafted from, or the rows would belong to other nodes.

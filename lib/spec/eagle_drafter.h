@@ -93,6 +93,12 @@ private:
     bool device_levels_ = true;
     std::vector<int32_t> root_ids_, level_counts_, level_tokens_, level_parents_, previous_front_;
     std::vector<float> root_logp_;
+    // A generation's drafter time by kind, for the debug log at its end (end_generation()).
+    struct DraftSeconds {
+        int64_t catch_ups = 0, level_passes = 0, one_calls = 0;
+        double catch_up = 0, levels = 0, one_call = 0;
+        bool prompt_seen = false;
+    } draft_seconds_;
 };
 
 }  // namespace specla

@@ -393,7 +393,7 @@ fi
 # over one generation of the specla program with the trained drafter, fixed-width and dynamic
 # trees, and plain decoding for the step's own kernels (draftprofile_*.csv; the kernels between
 # two beam steps are one drafting level). The same generations without the profiler give the wall
-# time (draftprofile.log).
+# time and its split by phase, from the library's debug messages (draftprofile.log).
 if has draftprofile; then
     cli="$build/samples/specla"
     prompt=$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
@@ -402,10 +402,10 @@ if has draftprofile; then
     {
         for shape in fixed_width dynamic; do
             echo "== $shape"
-            "$cli" "${gen_args[@]}" "${eagle_args[@]}" --tree-shape $shape
+            "$cli" --log-level debug "${gen_args[@]}" "${eagle_args[@]}" --tree-shape $shape
         done
         echo "== plain"
-        "$cli" "${gen_args[@]}" -v
+        "$cli" --log-level debug "${gen_args[@]}" -v
     } >"$OUT/draftprofile.log" 2>&1
     if command -v ncu >/dev/null; then
         for shape in fixed_width dynamic plain; do
@@ -418,7 +418,7 @@ if has draftprofile; then
     else
         note "ncu not found"
     fi
-    grep -vE "^\s*$" "$OUT/draftprofile.log" | tail -20 >>"$summary"
+    grep -E "^==|speculative|EAGLE drafter|tokens/s|sequence state" "$OUT/draftprofile.log" >>"$summary"
 fi
 has memcheck && sanitize memcheck "cuda kernels*,cuda backend: decoding*,cuda backend: device sampling*,cuda backend: blocks*" \
     "${SPECLA_MEMCHECK_LIMIT:-240}" memcheck
