@@ -71,12 +71,26 @@ std::vector<int> parse_list(const char *text) {
     return out;
 }
 
-std::vector<std::string> parse_names(const char *text) {
-    std::vector<std::string> out;
+// --eagle-shapes: each name with its specla_tree_shape; an unknown name ends the program before
+// anything is measured.
+struct NamedShape {
+    std::string name;
+    specla_tree_shape shape;
+};
+std::vector<NamedShape> parse_shapes(const char *text) {
+    std::vector<NamedShape> out;
     std::stringstream list(text);
     std::string item;
-    while (std::getline(list, item, ','))
-        if (!item.empty()) out.push_back(item);
+    while (std::getline(list, item, ',')) {
+        if (item.empty()) continue;
+        if (item == "auto") out.push_back({item, SPECLA_TREE_SHAPE_AUTO});
+        else if (item == "dynamic") out.push_back({item, SPECLA_TREE_SHAPE_DYNAMIC});
+        else if (item == "fixed_width") out.push_back({item, SPECLA_TREE_SHAPE_FIXED_WIDTH});
+        else {
+            std::fprintf(stderr, "unknown tree shape '%s' (auto, dynamic, fixed_width)\n", item.c_str());
+            std::exit(2);
+        }
+    }
     return out;
 }
 
@@ -114,7 +128,7 @@ int main(int argc, char **argv) {
     std::vector<int> budgets = {4, 8, 16}, eagle_budgets = {8, 16, 32};
     std::string drafter_dir;
     bool tree_fixed = false, stop_at_eos = false;
-    std::vector<std::string> eagle_shapes = {"auto"};
+    std::vector<NamedShape> eagle_shapes = {{"auto", SPECLA_TREE_SHAPE_AUTO}};
     int eagle_depth = 0;  // 0: the library's default
     double min_gain = 0;  // speculation as such unless asked (see the header)
     float temperature = 0;
@@ -129,7 +143,7 @@ int main(int argc, char **argv) {
         else if (!std::strcmp(argv[i], "--drafter")) drafter_dir = next();
         else if (!std::strcmp(argv[i], "--eagle-nodes")) eagle_budgets = parse_list(next());
         else if (!std::strcmp(argv[i], "--tree-fixed-size")) tree_fixed = true;
-        else if (!std::strcmp(argv[i], "--eagle-shapes")) eagle_shapes = parse_names(next());
+        else if (!std::strcmp(argv[i], "--eagle-shapes")) eagle_shapes = parse_shapes(next());
         else if (!std::strcmp(argv[i], "--eagle-depth")) eagle_depth = std::atoi(next());
         else if (!std::strcmp(argv[i], "--min-gain")) min_gain = std::atof(next());
         else if (!std::strcmp(argv[i], "--stop-at-eos")) stop_at_eos = true;
@@ -325,15 +339,8 @@ int main(int argc, char **argv) {
     // The learned drafter: one drafter for all prompts of a budget (its cost model keeps what it
     // measured; a new prompt restarts its state, see lib/spec/eagle_drafter.h), the whole prompt
     // through the speculative call so that the drafter sees the prompt's features.
-    for (const std::string &shape_name : drafter_dir.empty() ? std::vector<std::string>() : eagle_shapes)
+    for (const NamedShape &shape : drafter_dir.empty() ? std::vector<NamedShape>() : eagle_shapes)
     for (int budget : eagle_budgets) {
-        specla_tree_shape shape = SPECLA_TREE_SHAPE_AUTO;
-        if (shape_name == "dynamic") shape = SPECLA_TREE_SHAPE_DYNAMIC;
-        else if (shape_name == "fixed_width") shape = SPECLA_TREE_SHAPE_FIXED_WIDTH;
-        else if (shape_name != "auto") {
-            std::fprintf(stderr, "unknown tree shape '%s' (auto, dynamic, fixed_width)\n", shape_name.c_str());
-            return 2;
-        }
         specla_drafter_params dp = specla_drafter_default_params();
         dp.type = SPECLA_DRAFTER_EAGLE;
         dp.path = drafter_dir.c_str();
@@ -357,7 +364,7 @@ int main(int argc, char **argv) {
             spp.generate = &gpt;
             spp.max_draft_nodes = budget;
             spp.tree_size_from_cost = !tree_fixed;
-            spp.tree_shape = shape;
+            spp.tree_shape = shape.shape;
             if (eagle_depth > 0) spp.max_draft_depth = eagle_depth;
             specla_spec_stats st{sizeof(specla_spec_stats)};
             const auto t0 = Clock::now();
@@ -384,7 +391,7 @@ int main(int argc, char **argv) {
         }
         const std::string what = "speculative, EAGLE drafter, <= " + std::to_string(budget) + " draft nodes" +
                                  (tree_fixed ? " (fixed size)" : "") +
-                                 (shape_name == "auto" ? "" : ", " + shape_name + " levels") +
+                                 (shape.shape == SPECLA_TREE_SHAPE_AUTO ? "" : ", " + shape.name + " levels") +
                                  (eagle_depth > 0 ? ", depth <= " + std::to_string(eagle_depth) : "");
         const double per_pass = steps ? double(spec_tokens - plain_steps) / double(steps) : 0.0;
         std::printf("| %s | %.1f tokens/s, %.2fx plain (%.2fx with the prefill on both sides), %.2f tokens per "
