@@ -17,7 +17,7 @@ void Backend::flush_commit(SequenceState &) {}
 
 void check_top_tokens(const TopTokens &top, int32_t vocab) {
     require(top.k <= kMaxTopTokens && top.ids && top.logp && top.n_candidates >= 0 && top.n_candidates <= vocab,
-            SPECLA_ERR_INTERNAL, "verify_tree: bad top-token request (k ", top.k, ", ", top.n_candidates,
+            SPECLA_ERR_INTERNAL, "bad top-token request (k ", top.k, ", ", top.n_candidates,
             " candidates of ", vocab, ")");
 }
 

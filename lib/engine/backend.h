@@ -134,9 +134,17 @@ struct FixedWidthDraft {
     int32_t width = 0;         // nodes per level and entries per top-token row (the tree's top_k)
     int32_t levels = 0;        // drafter passes: the frontiers of depth 1..levels are expanded
     int32_t n_candidates = 0;  // as TopTokens::n_candidates
-    const int32_t *root_ids = nullptr;    // [width] the first draft position's top tokens (TopTokens)
-    const float *root_logp = nullptr;     // [width]
-    const float *root_feature = nullptr;  // [hidden_size] the depth-1 nodes' input feature
+    // The catch-up, in the same call (catch_up_rows > 0): first the committed chain of these rows,
+    // exactly as eval_chain(tokens, rows, LogitsRows::None, null, {features}, last_top {width,
+    // n_candidates}) advances the state; its last row is the root, and root_ids, root_logp and
+    // root_feature are written (its top tokens and its output feature). With 0 rows they are read:
+    // the root of a state already caught up. 1 <= catch_up_rows <= max_batch_tokens.
+    int32_t catch_up_rows = 0;
+    const int32_t *catch_up_tokens = nullptr;  // [catch_up_rows]
+    const float *catch_up_features = nullptr;  // [catch_up_rows][hidden_size] the rows' input features
+    int32_t *root_ids = nullptr;    // [width] the first draft position's top tokens (TopTokens)
+    float *root_logp = nullptr;     // [width]
+    float *root_feature = nullptr;  // [hidden_size] the depth-1 nodes' input feature
     // Out, per level l = 0..levels-1 (the frontier of depth l + 1): its size, its nodes' tokens and
     // their parents' rows in the frontier before (-1 at depth 1), and the top tokens of its rows
     // (rows past the size are not frontier nodes: ignore them).
@@ -189,9 +197,11 @@ public:
     // Advance the state by `n` tokens (1 <= n <= max_batch_tokens; ids already validated) and
     // write fp32 logits to host memory: none, the last row, or all n rows (row-major, vocab wide);
     // features (RowFeatures): the rows' input features (drafter models) and all n rows' output
-    // features.
+    // features; last_top (k > 0): the last row's top tokens (TopTokens, one row), taken where its
+    // logits are, whatever `rows` asks for (a drafter's root row: spec/eagle_drafter.h).
     virtual void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows,
-                            float *logits, const RowFeatures &features = RowFeatures()) = 0;
+                            float *logits, const RowFeatures &features = RowFeatures(),
+                            const TopTokens &last_top = TopTokens()) = 0;
 
     // One plain decoding step: feed `token`, return the next token chosen by `sampling` with the
     // uniform variate `u` in [0, 1), following lib/sampling/sampler.h exactly (the GPU samples on
@@ -228,7 +238,8 @@ public:
     // Whether draft_fixed_width runs here for this width (a drafter model's backend that has it;
     // otherwise the caller drafts level by level through verify_tree, which gives the same tree).
     virtual bool supports_fixed_width_draft(int32_t width) const { return false; }
-    // FixedWidthDraft's drafting; the committed state is left as it was. Throws
+    // FixedWidthDraft's drafting; the committed state is left as it was, or advanced by the
+    // catch-up rows only (the level passes never change it). Throws
     // SPECLA_ERR_UNSUPPORTED where supports_fixed_width_draft is false.
     virtual void draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft);
 

@@ -42,6 +42,7 @@ void EagleDrafter::restart(int64_t origin) {
     known_ = consumed_ = origin;
     last_token_ = -1;
     have_last_ = false;
+    root_.clear();
 }
 
 void EagleDrafter::observe_features(int64_t first_position, const float *features, int32_t n_rows) {
@@ -64,7 +65,8 @@ void EagleDrafter::end_generation() {
     auto mean_ms = [](double s, int64_t n) { return n > 0 ? 1e3 * s / double(n) : 0.0; };
     if (t.catch_ups + t.level_passes + t.one_calls > 0)
         log(SPECLA_LOG_DEBUG, "EAGLE drafter: ", t.catch_ups, " catch-up passes after the prompt's of ", mean_ms(t.catch_up, t.catch_ups),
-            " ms, ", t.level_passes, " level passes of ", mean_ms(t.levels, t.level_passes), " ms, ", t.one_calls,
+            " ms (", t.folded, " of them inside a one-call tree, counted at a level's share), ", t.level_passes,
+            " level passes of ", mean_ms(t.levels, t.level_passes), " ms, ", t.one_calls,
             " trees drafted in one device call of ", mean_ms(t.one_call, t.one_calls), " ms");
     draft_seconds_ = {};
 }
@@ -85,13 +87,18 @@ void EagleDrafter::distribution(const float *logits, float *probs) const {
     sampling_distribution(logits, V_, plain, probs);
 }
 
-void EagleDrafter::catch_up(const std::vector<int32_t> &context) {
+bool EagleDrafter::follows_on(const std::vector<int32_t> &context) const {
+    const int64_t n = int64_t(context.size());
+    return known_ == n - 1 && (last_token_ < 0 || context[size_t(consumed_)] == last_token_);
+}
+
+void EagleDrafter::catch_up(const std::vector<int32_t> &context, int32_t top_k, int32_t n_cand) {
     const int64_t n = int64_t(context.size());
     // The invariant (eagle_drafter.md): features of every consumed position, and the last row
     // consumed read the token now at position consumed_. Otherwise this is another sequence, or
     // one whose features were not all given: restart where the next feature will come from (the
     // pending token's, returned by the next verification).
-    if (known_ != n - 1 || (last_token_ >= 0 && context[size_t(consumed_)] != last_token_)) {
+    if (!follows_on(context)) {
         restart(n - 1);
         return;
     }
@@ -99,26 +106,51 @@ void EagleDrafter::catch_up(const std::vector<int32_t> &context) {
     if (rows <= 0) return;
     const auto t0 = std::chrono::steady_clock::now();
     row_features_.resize(size_t(std::min<int64_t>(rows, kCatchUpBlock)) * size_t(D_));
+    // Only the last row's outputs are the root: its top tokens (greedy drafting) or its logits.
+    root_.clear();
+    root_.ids.resize(size_t(std::max(top_k, 0)));
+    root_.logp.resize(size_t(std::max(top_k, 0)));
     for (int64_t off = 0; off < rows; off += kCatchUpBlock) {
         const int32_t m = int32_t(std::min<int64_t>(kCatchUpBlock, rows - off));
+        const bool last = off + m == rows;
         RowFeatures rf;
         rf.in = features_.data() + size_t(off) * size_t(D_);
         rf.out = row_features_.data();
-        model_->eval_chain(*state_, context.data() + consumed_ + off + 1, m, LogitsRows::Last, last_logits_.data(), rf);
+        TopTokens top;
+        if (last && top_k > 0) top.k = top_k, top.n_candidates = n_cand, top.ids = root_.ids.data(), top.logp = root_.logp.data();
+        const bool logits = last && top_k <= 0;
+        model_->eval_chain(*state_, context.data() + consumed_ + off + 1, m, logits ? LogitsRows::Last : LogitsRows::None,
+                           logits ? last_logits_.data() : nullptr, rf, top);
         std::memcpy(last_feature_.data(), row_features_.data() + size_t(m - 1) * size_t(D_), size_t(D_) * sizeof(float));
     }
+    if (top_k > 0) root_.k = top_k, root_.n_candidates = n_cand;
+    else root_.logits = true;
+    consumed(context, rows, seconds_since(t0));
+}
+
+void EagleDrafter::consumed(const std::vector<int32_t> &context, int64_t rows, double seconds) {
     // The tree builder counts the pass that gives the root distribution as one row.
-    const double secs = seconds_since(t0);
-    cost_.observe_draft(1, secs);
+    cost_.observe_draft(1, seconds);
     if (draft_seconds_.prompt_seen) {  // the first of a generation reads the prompt: not counted
         ++draft_seconds_.catch_ups;
-        draft_seconds_.catch_up += secs;
+        draft_seconds_.catch_up += seconds;
     }
     draft_seconds_.prompt_seen = true;
     features_.erase(features_.begin(), features_.begin() + rows * D_);
-    consumed_ = n - 1;
-    last_token_ = context[size_t(n - 1)];
+    consumed_ = int64_t(context.size()) - 1;
+    last_token_ = context.back();
     have_last_ = true;
+}
+
+bool EagleDrafter::root_top(int32_t k, int32_t n_cand) {
+    if (root_.k == k && root_.n_candidates == n_cand) return true;
+    if (!root_.logits) return false;
+    // A state caught up for whole logits (sampled drafting) drafting greedily now: from them.
+    root_.ids.resize(size_t(k));
+    root_.logp.resize(size_t(k));
+    top_tokens(last_logits_.data(), n_cand, k, root_.ids.data(), root_.logp.data());
+    root_.k = k, root_.n_candidates = n_cand;
+    return true;
 }
 
 void EagleDrafter::ensure_tree_rows(int32_t rows) {
@@ -134,8 +166,6 @@ void EagleDrafter::ensure_tree_rows(int32_t rows) {
 void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudget &budget, DraftTree &out) {
     out.clear();
     if (context.empty()) return;
-    catch_up(context);
-    if (!have_last_ || budget.max_nodes <= 0 || budget.max_depth <= 0) return;
 
     TreeParams tp;
     tp.max_nodes = budget.max_nodes;
@@ -146,26 +176,53 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     // Greedy: each row's top tokens are all the tree needs, taken where the logits are (on a GPU
     // the backend returns k ids and log-probabilities per row, not vocab-sized rows to scan on
     // the host). Sampled: whole distributions, which lossless acceptance needs.
-    const bool top = !rng_ && tp.top_k <= kMaxTopTokens;
+    const bool top = !rng_ && tp.top_k >= 1 && tp.top_k <= kMaxTopTokens;
     // Auto is Dynamic until fixed width is measured to pay (spec/eagle_drafter.md).
     tp.fixed_width = top && budget.shape == TreeShape::FixedWidth;
     const int32_t k = tp.top_k, n_cand = sampling_.candidates(V_);
+    const bool drafting = budget.max_nodes > 0 && budget.max_depth > 0;
+    const bool one_call = drafting && tp.fixed_width && device_levels_ && tp.max_depth > 1 &&
+                          model_->supports_fixed_width_draft(k);
+    if (one_call && draft_with_catch_up(context, tp, k, n_cand)) {
+        builder_.finish(&cost_, out, node_candidate_);
+        return;
+    }
+    catch_up(context, top ? k : 0, n_cand);
+    if (!have_last_ || !drafting) return;
     if (top) {
-        top_ids_.resize(size_t(k));
-        top_logp_.resize(size_t(k));
-        top_tokens(last_logits_.data(), n_cand, k, top_ids_.data(), top_logp_.data());
-        builder_.start_top(tp, top_ids_.data(), top_logp_.data(), k, V_, &cost_);
+        if (!root_top(k, n_cand)) return;  // no root row for this request: nothing to draft
+        builder_.start_top(tp, root_.ids.data(), root_.logp.data(), k, V_, &cost_);
     } else {
+        if (!root_.logits) return;
         probs_.resize(size_t(V_));
         distribution(last_logits_.data(), probs_.data());
         builder_.start(tp, probs_.data(), V_, rng_, &cost_);
     }
-    if (tp.fixed_width && device_levels_ && tp.max_depth > 1 && !builder_.frontier().empty() &&
-        model_->supports_fixed_width_draft(k))
-        draft_levels_in_one_call(k, n_cand, tp.max_depth - 1);
+    if (one_call && !builder_.frontier().empty())
+        draft_levels_in_one_call(k, n_cand, tp.max_depth - 1, 0);
     else
         draft_levels(top, k, n_cand);
     builder_.finish(&cost_, out, node_candidate_);
+}
+
+bool EagleDrafter::draft_with_catch_up(const std::vector<int32_t> &context, const TreeParams &tp, int32_t k,
+                                       int32_t n_cand) {
+    if (!follows_on(context)) return false;  // catch_up restarts the sequence
+    const int64_t rows = int64_t(context.size()) - 1 - consumed_;
+    if (rows < 1 || rows > kCatchUpBlock) return false;  // a prompt's blocks, or nothing to catch up
+    const int32_t levels = tp.max_depth - 1;
+    root_.clear();
+    root_.ids.resize(size_t(k));
+    root_.logp.resize(size_t(k));
+    const double secs = draft_levels_in_one_call(k, n_cand, levels, int32_t(rows), context.data() + consumed_ + 1);
+    root_.k = k, root_.n_candidates = n_cand;
+    // One call did the catch-up's pass and the levels': each counted at an equal share.
+    const double share = secs / double(levels + 1);
+    consumed(context, rows, share);
+    ++draft_seconds_.folded;
+    builder_.start_top(tp, root_.ids.data(), root_.logp.data(), k, V_, &cost_);
+    replay_levels(k, levels, share);
+    return true;
 }
 
 void EagleDrafter::draft_levels(bool top, int32_t k, int32_t n_cand) {
@@ -240,7 +297,8 @@ void EagleDrafter::draft_levels(bool top, int32_t k, int32_t n_cand) {
     }
 }
 
-void EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t levels) {
+double EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t levels, int32_t catch_up_rows,
+                                              const int32_t *catch_up_tokens) {
     ensure_tree_rows(k);
     const size_t w = size_t(k), L = size_t(levels);
     level_counts_.resize(L);
@@ -250,24 +308,30 @@ void EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t l
     top_logp_.resize(L * w * w);
     FixedWidthDraft d;
     d.width = k, d.levels = levels, d.n_candidates = n_cand;
-    // The root row is the builder's first level as start_top read it: the first draft
-    // position's top tokens, still in the scratch rows.
-    root_ids_.assign(top_ids_.begin(), top_ids_.begin() + std::ptrdiff_t(w));
-    root_logp_.assign(top_logp_.begin(), top_logp_.begin() + std::ptrdiff_t(w));
-    d.root_ids = root_ids_.data(), d.root_logp = root_logp_.data(), d.root_feature = last_feature_.data();
+    // The root row: the first draft position's top tokens and the depth-1 nodes' input feature,
+    // written by the call when it catches up first.
+    d.catch_up_rows = catch_up_rows;
+    d.catch_up_tokens = catch_up_tokens;
+    d.catch_up_features = catch_up_rows > 0 ? features_.data() : nullptr;
+    d.root_ids = root_.ids.data(), d.root_logp = root_.logp.data(), d.root_feature = last_feature_.data();
     d.counts = level_counts_.data(), d.tokens = level_tokens_.data(), d.parents = level_parents_.data();
     d.ids = top_ids_.data(), d.logp = top_logp_.data();
     const auto t0 = std::chrono::steady_clock::now();
     model_->draft_fixed_width(*state_, d);
-    const double secs = seconds_since(t0), per_level = secs / double(levels);
+    const double secs = seconds_since(t0);
     ++draft_seconds_.one_calls;
     draft_seconds_.one_call += secs;
+    if (catch_up_rows == 0) replay_levels(k, levels, secs / double(levels));
+    return secs;
+}
 
+void EagleDrafter::replay_levels(int32_t k, int32_t levels, double seconds_per_level) {
+    const size_t w = size_t(k);
     // The builder follows the same rule on the rows the device returns; every level's frontier
     // must be the one the device drafted from, or the rows would belong to other nodes.
     previous_front_.clear();
     for (int32_t l = 0; l < levels; ++l) {
-        cost_.observe_draft(k, per_level);
+        cost_.observe_draft(k, seconds_per_level);
         const std::vector<int32_t> &front = builder_.frontier();
         const std::vector<TreeCandidate> &cands = builder_.candidates();
         const int32_t count = level_counts_[size_t(l)];

@@ -11,9 +11,12 @@
 //     vs the same: 4e-2 (cuBLAS projections with activations rounded to bf16).
 //   * vs the fixture's fp32 forward (the GPU holds its F32 weights rounded to bf16): 5e-2.
 //   * the drafter's verification pass after its target backend is gone vs before: bitwise.
-//   * fixed-width trees drafted in one device call (Backend::draft_fixed_width) vs level by level
-//     through verify_tree on the same backend: equal trees, bitwise the same top-token rows
-//     (the host checks every level's frontier against the device's).
+//   * fixed-width trees drafted in one device call (Backend::draft_fixed_width, catch-up included)
+//     vs caught up by eval_chain and drafted level by level through verify_tree on the same
+//     backend: equal trees, bitwise the same top-token rows (the host checks every level's
+//     frontier against the device's).
+//   * eval_chain's last-row top tokens vs the host's top_tokens of the same logits: equal ids,
+//     log-probabilities within 1e-5 relative (a float sum on the device, a double one on the host).
 #include "test_cuda_common.h"
 
 #ifndef SPECLA_WITH_CUDA
@@ -35,6 +38,7 @@ TEST_CASE("cuda eagle: skipped") { MESSAGE("CUDA EAGLE tests skipped: this build
 #include "session/session.h"
 #include "spec/eagle_drafter.h"
 #include "support/fixture.h"
+#include "support/last_top.h"
 #include "support/random_trees.h"
 
 using namespace specla;
@@ -288,6 +292,27 @@ TEST_CASE("cuda eagle: the target's feature rows of eval_chain and verify_tree e
     }
 }
 
+TEST_CASE("cuda eagle: eval_chain's last-row top tokens (on the device) are top_tokens of that row's logits") {
+    CUDA_TEST_REQUIRE_GPU();
+    Models m;
+    const int32_t V = m.tc.vocab_size;
+    const size_t D = size_t(m.tc.hidden_size);
+    std::mt19937_64 rng(23);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    // 1 token: the target's decoding step; more: blocks (the drafter's rows always are).
+    for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
+        std::vector<int32_t> toks(n);
+        for (int32_t &t : toks) t = int32_t(rng() % uint64_t(V));
+        std::vector<float> in(n * D);
+        for (float &x : in) x = normal(rng);
+        for (int32_t k : {1, 4, 9}) {
+            // The device sums the softmax in float, the host in double (the kernel test's bound).
+            test::check_last_top(*m.gpu_target, toks, {}, k, V, 1e-5f);
+            test::check_last_top(*m.gpu_drafter, toks, in, k, V - 3, 1e-5f);
+        }
+    }
+}
+
 TEST_CASE("cuda eagle: fixed-width trees drafted in one device call equal those drafted level by level") {
     CUDA_TEST_REQUIRE_GPU();
     ModelOptions o;
@@ -339,6 +364,9 @@ TEST_CASE("cuda eagle: fixed-width trees drafted in one device call equal those 
                 f.assign(more.size() * D, 0.f);
                 s.eval(ctx.data() + from, more.size(), LogitsRows::None, nullptr, f.data());
             }
+            // Every round's catch-up ran inside the one-call tree (the reference: never).
+            CHECK(one_call->catch_ups_in_one_call() == 4);
+            CHECK(by_level->catch_ups_in_one_call() == 0);
         }
     }
     MESSAGE(trees << " fixed-width trees equal, one device call against level by level");

@@ -15,6 +15,7 @@
 #include "spec/speculative.h"
 #include "support/fixture.h"
 #include "support/fixture_model.h"
+#include "support/last_top.h"
 
 using namespace specla;
 
@@ -65,6 +66,55 @@ TEST_CASE("EAGLE drafter: proposals need the features of the consumed tokens") {
     CHECK(!tree.empty());
     CHECK(tree.size() <= b.max_nodes);
     CHECK(tree.draft_dists.empty());  // greedy: one-hot proposals
+}
+
+TEST_CASE("EAGLE drafter: eval_chain's last-row top tokens are top_tokens of that row's logits (CPU)") {
+    auto target = test::load_fixture_model("gdn_tiny_a");
+    auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+    const int32_t V = target->config().vocab_size;
+    const size_t D = size_t(target->config().hidden_size);
+    std::mt19937_64 rng(17);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
+        std::vector<int32_t> toks(n);
+        for (int32_t &t : toks) t = int32_t(rng() % uint64_t(V));
+        std::vector<float> in(n * D);
+        for (float &x : in) x = normal(rng);
+        for (int32_t k : {1, 4, 9}) {
+            test::check_last_top(target->backend(), toks, {}, k, V, 0.f);
+            test::check_last_top(drafter->model(), toks, in, k, V - 3, 0.f);
+        }
+    }
+}
+
+TEST_CASE("EAGLE drafter: a proposal without new rows drafts from the root it kept, or nothing") {
+    auto target = test::load_fixture_model("gdn_tiny_a");
+    auto drafter = EagleDrafter::load(test::fixture_dir("eagle_tiny_a"), *target);
+    const std::vector<int32_t> ctx = {3, 1, 4, 1, 5, 9, 2};
+    Session s(target, SessionLimits());
+    std::vector<float> f((ctx.size() - 1) * size_t(target->config().hidden_size));
+    s.eval(ctx.data(), ctx.size() - 1, LogitsRows::None, nullptr, f.data());
+    drafter->observe_features(0, f.data(), int32_t(ctx.size() - 1));
+    DraftBudget b;
+    b.size_from_cost = false;
+    b.top_k = 3;
+    DraftTree first, again, other_k, sampled;
+    drafter->propose(ctx, b, first);
+    drafter->propose(ctx, b, again);  // nothing to catch up: the kept root, the same tree
+    CHECK(!first.empty());
+    CHECK(again.tokens == first.tokens);
+    CHECK(again.parents == first.parents);
+    // A greedy catch-up kept top tokens, not logits: another k, or sampled drafting, has no root.
+    b.top_k = 2;
+    drafter->propose(ctx, b, other_k);
+    CHECK(other_k.empty());
+    SamplingConfig sc;
+    sc.temperature = 0.8f;
+    Rng r(5);
+    drafter->begin_generation(sc, &r);
+    drafter->propose(ctx, b, sampled);
+    CHECK(sampled.empty());
+    drafter->end_generation();
 }
 
 TEST_CASE("EAGLE drafter: its committed state is the chain over the true features of the accepted path") {

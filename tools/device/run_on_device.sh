@@ -363,7 +363,7 @@ sanitize() {  # tool, filter, limit, log name
 # shared memory (and the per-op decoding step) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
 if has drafting; then
-    drafting_filter="cuda kernels: the fixed-width drafting*,cuda eagle: fixed-width*"
+    drafting_filter="cuda kernels: the fixed-width drafting*,cuda eagle: fixed-width*,cuda eagle: eval_chain*"
     {
         timeout 120 "$tests_bin" --no-intro=true -tc="$drafting_filter"
         echo "internal rc=$?"

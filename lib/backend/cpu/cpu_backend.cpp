@@ -110,10 +110,17 @@ void CpuBackend::update_conv_cache(CpuSequenceState &st, int layer, const float 
 }
 
 void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
-                            const RowFeatures &features) {
+                            const RowFeatures &features, const TopTokens &last_top) {
     auto &st = static_cast<CpuSequenceState &>(state);
     require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
             " tokens exceeds the state's capacity ", st.capacity);
+    const bool top = last_top.k > 0;
+    if (top) check_top_tokens(last_top, config_.vocab_size);
+    // The last row's top tokens are taken from its logits: into scratch when the caller wants none.
+    if (top && (!logits || rows == LogitsRows::None)) {
+        logits = st.step_logits.data();  // vocab floats, sized at creation
+        rows = LogitsRows::Last;
+    }
     st.commit.state_moved();
     Pass pass;
     pass.n = n;
@@ -122,6 +129,10 @@ void CpuBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t
     pass.logits_from = !logits || rows == LogitsRows::None ? n : rows == LogitsRows::Last ? n - 1 : 0;
     pass.features_from = features.out ? 0 : n;
     run_pass(st, pass, logits, nullptr, features.out);
+    if (top) {
+        const float *last = logits + (rows == LogitsRows::All ? size_t(n - 1) * size_t(config_.vocab_size) : 0);
+        top_tokens(last, last_top.n_candidates, last_top.k, last_top.ids, last_top.logp);
+    }
 }
 
 int32_t CpuBackend::decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,

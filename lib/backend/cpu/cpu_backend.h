@@ -59,7 +59,7 @@ public:
     std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) override;
     void reset_state(SequenceState &state) override;
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
-                    const RowFeatures &features = RowFeatures()) override;
+                    const RowFeatures &features = RowFeatures(), const TopTokens &last_top = TopTokens()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
                               float *logits, float *features = nullptr) override;
     void verify_tree(SequenceState &state, const int32_t *tokens, const int32_t *parents, int32_t n,

@@ -7,6 +7,7 @@
 #include "backend/cuda/kernel_image.h"
 #include "gdn_chunk.cuh"
 #include "gdn_recurrent.cuh"
+#include "top_tokens.cuh"
 #include "util/log.h"
 
 namespace specla {
@@ -422,32 +423,54 @@ void CudaBackend::copy_features(CudaSequenceState &st, int32_t from, int32_t n, 
 }
 
 void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
-                             const RowFeatures &features) {
+                             const RowFeatures &features, const TopTokens &last_top) {
     CudaSequenceState &st = cast(state);
     require(n >= 1 && n <= st.capacity, SPECLA_ERR_INTERNAL, "eval_chain: block of ", n,
             " tokens exceeds the state's capacity ", st.capacity);
+    const int32_t vocab = config_.vocab_size;
+    const bool top = last_top.k > 0;
+    if (top) check_top_tokens(last_top, vocab);
     DeviceGuard g(device_);
     stage_features(st, features.in, n);
-    const int32_t vocab = config_.vocab_size;
+    // The last row's top tokens land in the verification's top-token rows (row 0) and their
+    // pinned mirror.
+    const size_t top_bytes = top ? size_t(last_top.k) * 4 : 0;
+    auto copy_top = [&] {
+        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, top_bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
+        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, top_bytes, cudaMemcpyDeviceToHost, st.stream),
+              "copy top logps");
+    };
+    auto finish = [&](const char *what) {
+        check(cudaStreamSynchronize(st.stream), what);
+        if (!top) return;
+        std::memcpy(last_top.ids, st.h_top_ids, top_bytes);
+        std::memcpy(last_top.logp, st.h_top_logp, top_bytes);
+    };
     // One row of a target model: the decoding step (graph replay). A drafter model's rows go
     // through the block form, one row included (its input rows are not the decoding step's).
     if (n == 1 && !is_drafter()) {
         st.h_tokens[0] = tokens[0];
         run_decode(st);
-        if (rows != LogitsRows::None)
+        if (rows != LogitsRows::None && logits)
             check(cudaMemcpyAsync(logits, st.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st.stream),
                   "cudaMemcpyAsync(logits)");
+        if (top) {
+            check(kern::launch_top_tokens(st.logits, vocab, 1, last_top.n_candidates, last_top.k, st.top_ids,
+                                          st.top_logp, st.stream),
+                  "top tokens (last row)");
+            copy_top();
+        }
         copy_features(st, 0, 1, features.out);
-        check(cudaStreamSynchronize(st.stream), "eval_chain");
+        finish("eval_chain");
         return;
     }
     st.commit.state_moved();
-    CudaPassPlan plan;
-    plan.form = CudaPassForm::Block;
-    plan.pdl = options_.use_pdl;
-    plan.chunk = st.chunk_buffers && n >= options_.chunk_min_tokens;
-    plan.padded_rows = plan.chunk ? (n + kern::kChunk - 1) / kern::kChunk * kern::kChunk : n;
+    CudaPassPlan plan = block_plan(st, n);
     plan.host_logits = logits;
+    if (top) {
+        plan.last_top_k = last_top.k, plan.last_top_candidates = last_top.n_candidates;
+        plan.last_top_ids = st.top_ids, plan.last_top_logp = st.top_logp;
+    }
     // Pending factors: applied by the recurrent kernels of the block; the chunk form has no pre-pass
     // for them (a separate commit pass first).
     if (st.commit.pending() > 0 && plan.chunk) flush_commit(st);
@@ -459,12 +482,26 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     pass.logits_from = !logits || rows == LogitsRows::None ? n : rows == LogitsRows::Last ? n - 1 : 0;
     pass.features_from = features.out ? 0 : n;
     launch_pass(st, pass, plan, {});  // blocks are not captured
+    if (top) copy_top();
     copy_features(st, 0, n, features.out);
-    if (st.commit.pending() > 0) {
-        check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
-        st.commit.pending_applied();
-    }
-    check(cudaStreamSynchronize(st.stream), "eval_chain");
+    clear_pending_after_block(st);
+    finish("eval_chain");
+}
+
+CudaPassPlan CudaBackend::block_plan(const CudaSequenceState &st, int32_t n) const {
+    CudaPassPlan plan;
+    plan.form = CudaPassForm::Block;
+    plan.pdl = options_.use_pdl;
+    plan.chunk = st.chunk_buffers && n >= options_.chunk_min_tokens;
+    plan.padded_rows = plan.chunk ? (n + kern::kChunk - 1) / kern::kChunk * kern::kChunk : n;
+    return plan;
+}
+
+void CudaBackend::clear_pending_after_block(CudaSequenceState &st) {
+    // The block's recurrent kernels applied the pending factors: clear the device count.
+    if (st.commit.pending() == 0) return;
+    check(cudaMemsetAsync(st.desc, 0, 4, st.stream), "clear pending");
+    st.commit.pending_applied();
 }
 
 std::string CudaBackend::decode_mode(SequenceState &state) const {

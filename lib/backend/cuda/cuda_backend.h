@@ -248,6 +248,13 @@ struct CudaPassPlan {
     int32_t padded_rows = 0;
     bool chunk = false;
     float *host_logits = nullptr;
+    // Block: the last row's top tokens (kern::launch_top_tokens) into device memory, when
+    // last_top_k > 0; the last row's logits are then computed whatever host_logits asks for, and
+    // stay in the logits buffer's row 0 (through the one-row GEMV, as a block's last row always is)
+    // unless the pass asks for more rows.
+    int32_t last_top_k = 0, last_top_candidates = 0;
+    int32_t *last_top_ids = nullptr;
+    float *last_top_logp = nullptr;
 };
 
 class CudaBackend final : public Backend {
@@ -261,7 +268,7 @@ public:
     std::unique_ptr<SequenceState> create_state(const SessionLimits &limits) override;
     void reset_state(SequenceState &state) override;
     void eval_chain(SequenceState &state, const int32_t *tokens, int32_t n, LogitsRows rows, float *logits,
-                    const RowFeatures &features = RowFeatures()) override;
+                    const RowFeatures &features = RowFeatures(), const TopTokens &last_top = TopTokens()) override;
     int32_t decode_and_sample(SequenceState &state, int32_t token, const SamplingConfig &sampling, double u,
                               float *logits, float *features = nullptr) override;
     void read_recurrent_state(SequenceState &state, int32_t layer, float *out) override;
@@ -330,6 +337,10 @@ private:
                                    bool pdl);
     // One plain decoding step of the token in st.h_tokens[0].
     void run_decode(CudaSequenceState &st);
+    // A block of n rows (eval_chain's, and a drafting call's catch-up): its launch plan, and the
+    // device's pending count cleared after it (its recurrent kernels applied the factors).
+    CudaPassPlan block_plan(const CudaSequenceState &st, int32_t n) const;
+    void clear_pending_after_block(CudaSequenceState &st);
     // Enqueue the copy of the residual rows [from, n) (RowFeatures::out) to host memory.
     void copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out);
     // Speculative verification (cuda_verify.cpp).

@@ -3,9 +3,13 @@
 //
 // Level by level, a drafter's tree pass costs a plain step's fixed part plus a host round trip
 // (about 0.1 ms at gdn-pycode-22m's size on the H200, most of a speculative pass: bench/journal
-// 2026-12-03-gpu-speculation-floor-and-plan.md). Here the host hands over the root row once and
-// reads the finished levels once; in between, on the device:
+// 2026-12-03-gpu-speculation-floor-and-plan.md), and a separate catch-up block before them another
+// round trip. Here the host hands over the accepted rows (or a root row) once and reads the
+// finished levels once; in between, on the device:
 //
+//   catch-up (optional)                  the committed block of the accepted rows, as eval_chain
+//                                        runs it; its last row's top tokens and feature are the
+//                                        root row (else the host's root row is copied in)
 //   root row, root feature, tree tables  -> (copies in)
 //   beam step (level 1)                  the frontier of depth 1 and the first pass's inputs
 //   for each level l = 1..levels:
@@ -102,11 +106,33 @@ void CudaBackend::enqueue_fixed_width_draft(CudaSequenceState &st, const TreeLau
     const int64_t D = c.hidden_size, vocab = c.vocab_size;
     const DraftOutLayout out(W, st.draft_levels);
     const TreeTableLayout lay(st.factor_rows, c.conv_size);
-    check(cudaMemcpyAsync(st.draft_root, st.h_draft_root, st.draft_root_count * 4, cudaMemcpyHostToDevice, st.stream),
-          "copy drafting root");
     check(cudaMemcpyAsync(st.tree_tables, st.h_tree_tables, st.tree_tables_count * 4, cudaMemcpyHostToDevice,
                           st.stream),
           "copy tree tables");
+    const int32_t m = d.catch_up_rows;
+    if (m > 0) {
+        // The catch-up: eval_chain's block of m rows (tokens and input features from the pinned
+        // mirrors draft_fixed_width filled), its last row's top tokens and output feature left in
+        // the root row on the device.
+        Pass chain;
+        chain.n = m;
+        chain.tokens = st.h_tokens;
+        chain.features_in = d.catch_up_features;
+        chain.logits_from = m;
+        chain.features_from = m;
+        CudaPassPlan bp = block_plan(st, m);
+        bp.pdl = pdl;
+        bp.last_top_k = W, bp.last_top_candidates = d.n_candidates;
+        bp.last_top_ids = st.draft_root, bp.last_top_logp = reinterpret_cast<float *>(st.draft_root + W);
+        enqueue_pass(st, chain, bp);
+        check(cudaMemcpyAsync(st.draft_root + 2 * W, st.h + size_t(m - 1) * size_t(D), size_t(D) * 4,
+                              cudaMemcpyDeviceToDevice, st.stream),
+              "copy root feature");
+    } else {
+        check(cudaMemcpyAsync(st.draft_root, st.h_draft_root, st.draft_root_count * 4, cudaMemcpyHostToDevice,
+                              st.stream),
+              "copy drafting root");
+    }
     kern::LaunchCtx ctx = launch_ctx(st.stream);
     ctx.pdl = false;  // the beam steps follow copies or the top-token kernel
 
@@ -167,6 +193,10 @@ void CudaBackend::enqueue_fixed_width_draft(CudaSequenceState &st, const TreeLau
     }
     check(cudaMemcpyAsync(st.h_draft_out, st.draft_out, st.draft_out_count * 4, cudaMemcpyDeviceToHost, st.stream),
           "copy drafting levels");
+    if (m > 0)
+        check(cudaMemcpyAsync(st.h_draft_root, st.draft_root, st.draft_root_count * 4, cudaMemcpyDeviceToHost,
+                              st.stream),
+              "copy drafting root");
 }
 
 void CudaBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft &d) {
@@ -174,19 +204,28 @@ void CudaBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft 
     require(supports_fixed_width_draft(d.width), SPECLA_ERR_UNSUPPORTED,
             "fixed-width drafting in one call needs a one-layer drafter model and width^2 <= ",
             kern::kBeamMaxCandidates, " (width ", d.width, ")");
-    const int32_t W = d.width;
+    const int32_t W = d.width, m = d.catch_up_rows;
     require(d.levels >= 1 && W <= st.factor_rows && W <= st.capacity && d.root_ids && d.root_logp && d.root_feature &&
                 d.counts && d.tokens && d.parents && d.ids && d.logp && d.n_candidates >= 0 &&
-                d.n_candidates <= config_.vocab_size,
-            SPECLA_ERR_INTERNAL, "draft_fixed_width: bad request (width ", W, ", ", d.levels, " levels, state of ",
-            st.factor_rows, " tree rows)");
+                d.n_candidates <= config_.vocab_size && m >= 0 && m <= st.capacity &&
+                (m == 0 || (d.catch_up_tokens && d.catch_up_features)),
+            SPECLA_ERR_INTERNAL, "draft_fixed_width: bad request (width ", W, ", ", d.levels, " levels, ", m,
+            " catch-up rows, state of ", st.factor_rows, " tree rows and ", st.capacity, " block rows)");
     DeviceGuard g(device_);
     ensure_draft_buffers(st, W, d.levels);
     // The previous call's copies out of the pinned mirrors are done (every call synchronises).
     const size_t D = size_t(config_.hidden_size), w = size_t(W);
-    std::memcpy(st.h_draft_root, d.root_ids, w * 4);
-    std::memcpy(st.h_draft_root + w, d.root_logp, w * 4);
-    std::memcpy(st.h_draft_root + 2 * w, d.root_feature, D * 4);
+    if (m > 0) {
+        // A drafter never commits a tree, so nothing is pending; were it, the block would apply
+        // it and the captured graph would have to clear the count: flushed first instead.
+        if (st.commit.pending() > 0) flush_commit(st);
+        stage_features(st, d.catch_up_features, m);
+        std::memcpy(st.h_tokens, d.catch_up_tokens, size_t(m) * 4);
+    } else {
+        std::memcpy(st.h_draft_root, d.root_ids, w * 4);
+        std::memcpy(st.h_draft_root + w, d.root_logp, w * 4);
+        std::memcpy(st.h_draft_root + 2 * w, d.root_feature, D * 4);
+    }
 
     // Every level is `width` children of the committed state as far as the tree tables go (one
     // wave of single-node chains, conv taps into the cache rows); the beam steps point each row at
@@ -196,7 +235,7 @@ void CudaBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft 
     prepare_tree(st, roots.data(), W, TreeAlgorithm::Hybrid, tl);
     const int set = 1 - st.last_set;
     st.commit.state_moved();
-    const std::vector<int32_t> key = {2, W, d.levels, d.n_candidates, set, st.snap_slots, st.draft_levels};
+    const std::vector<int32_t> key = {2, W, d.levels, d.n_candidates, set, st.snap_slots, st.draft_levels, m};
     launch_keyed(st, key, options_.use_pdl, "drafting graph",
                  [&](bool pdl) { enqueue_fixed_width_draft(st, tl, d, set, pdl); });
     check(cudaStreamSynchronize(st.stream), "draft_fixed_width");
@@ -209,6 +248,11 @@ void CudaBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft 
     std::memcpy(d.parents, h + out.parents, levels * w * 4);
     std::memcpy(d.ids, h + out.ids, levels * w * w * 4);
     std::memcpy(d.logp, h + out.logp, levels * w * w * 4);
+    if (m > 0) {
+        std::memcpy(d.root_ids, st.h_draft_root, w * 4);
+        std::memcpy(d.root_logp, st.h_draft_root + w, w * 4);
+        std::memcpy(d.root_feature, st.h_draft_root + 2 * w, D * 4);
+    }
     // No verification to commit: the passes were drafting (a drafter never commits a tree).
     st.last_set = set;
 }

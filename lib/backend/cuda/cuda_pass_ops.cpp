@@ -32,6 +32,7 @@
 #include "gemv_multi.cuh"
 #include "norms.cuh"
 #include "swiglu.cuh"
+#include "top_tokens.cuh"
 
 namespace specla {
 namespace cuda {
@@ -390,15 +391,25 @@ void CudaPassOps::output_head(const Pass &pass) {
                   "copy argmax");
         return;
     }
-    // Block: logits straight to the caller's host buffer (blocks are not captured).
-    if (!pass.wants_logits() || !plan_.host_logits) return;
+    // Block: logits straight to the caller's host buffer (such blocks are not captured), and the
+    // last row's top tokens on the device.
     float *logits = plan_.host_logits;
-    if (pass.logits_from == n - 1) {
+    const bool top = plan_.last_top_k > 0;
+    auto last_row_top = [&](const float *row) {
+        check(kern::launch_top_tokens(row, vocab, 1, plan_.last_top_candidates, plan_.last_top_k, plan_.last_top_ids,
+                                      plan_.last_top_logp, st_.stream),
+              "top tokens (last row)");
+    };
+    const bool wants = pass.wants_logits() && logits;
+    if (!wants && !top) return;
+    if (!wants || pass.logits_from == n - 1) {
         // The last row through the same fp32-input GEMV as a decoding step.
         lm.x = st_.h + size_t(n - 1) * D, lm.argmax = st_.d_argmax;
         check(kern::launch_gemv(lm, ctx_), "lm_head");
-        check(cudaMemcpyAsync(logits, st_.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st_.stream),
-              "cudaMemcpyAsync(logits)");
+        if (top) last_row_top(st_.logits);
+        if (wants)
+            check(cudaMemcpyAsync(logits, st_.logits, size_t(vocab) * 4, cudaMemcpyDeviceToHost, st_.stream),
+                  "cudaMemcpyAsync(logits)");
         return;
     }
     for (int32_t r0 = pass.logits_from; r0 < n; r0 += st_.logits_rows) {
@@ -406,6 +417,7 @@ void CudaPassOps::output_head(const Pass &pass) {
         check(kern::launch_rmsnorm_rows(st_.h + size_t(r0) * D, D, w_.final_norm, m, D, c_.norm_eps, st_.xb, ctx_),
               "final norm");
         gemm_bf16(st_.cublas, w_.lm_head, vocab, D, st_.xb, m, st_.logits, 0.f);
+        if (top && r0 + m == n) last_row_top(st_.logits + size_t(m - 1) * vocab);
         check(cudaMemcpyAsync(logits + size_t(r0 - pass.logits_from) * vocab, st_.logits, size_t(m) * vocab * 4,
                               cudaMemcpyDeviceToHost, st_.stream),
               "cudaMemcpyAsync(logits)");
