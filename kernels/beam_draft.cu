@@ -9,7 +9,7 @@ namespace kern {
 namespace {
 
 constexpr int kBeamThreads = 256;
-constexpr int kBeamMaxRows = 64;  // width <= sqrt(kBeamMaxCandidates) = 32 in practice
+constexpr int kBeamMaxRows = 32;  // width <= sqrt(kBeamMaxCandidates): a row's entries fit a warp
 
 // One CTA. Candidates are ranked by counting, for each, the candidates that come before it
 // (width^2 <= kBeamMaxCandidates, so at most a million comparisons spread over the block; at the
@@ -25,17 +25,25 @@ __global__ void __launch_bounds__(kBeamThreads) beam_step_kernel(const BeamStepP
     const int tid = threadIdx.x, W = p.width;
     const int rows = p.level == 1 ? 1 : *p.count_in;
 
-    // Each row's candidates: its entries up to the first without a token or of probability 0.
-    for (int r = tid; r < rows; r += blockDim.x) {
-        int v = 0;
-        while (v < W && p.ids[r * W + v] >= 0 && p.logp[r * W + v] != -INFINITY) ++v;
-        s_valid[r] = v;
+    // Each row's candidates: its entries up to the first without a token or of probability 0. A
+    // warp per row, a lane per entry (W <= 32), so the row is one round of loads.
+    const int lane = tid & 31, warp = tid >> 5;
+    for (int r = warp; r < rows; r += kBeamThreads / 32) {
+        const bool ends = lane >= W || p.ids[r * W + lane] < 0 || p.logp[r * W + lane] == -INFINITY;
+        const unsigned mask = __ballot_sync(0xffffffffu, ends);
+        if (lane == 0) s_valid[r] = mask ? __ffs(mask) - 1 : 32;
     }
     __syncthreads();
-    if (tid == 0) {
-        int total = 0;
-        for (int r = 0; r < rows; ++r) s_first[r] = total, total += s_valid[r];
-        s_first[rows] = total;
+    // Where each row's candidates start: a warp scan over the rows (rows <= W <= 32).
+    if (warp == 0) {
+        int v = lane < rows ? s_valid[lane] : 0;
+#pragma unroll
+        for (int o = 1; o < 32; o <<= 1) {
+            const int u = __shfl_up_sync(0xffffffffu, v, o);
+            if (lane >= o) v += u;
+        }
+        if (lane == 0) s_first[0] = 0;
+        if (lane < rows) s_first[lane + 1] = v;
     }
     if (tid < W) s_pick[tid] = -1;
     __syncthreads();

@@ -22,9 +22,8 @@ __device__ unsigned long long block_max_u64(unsigned long long v, unsigned long 
 }
 
 // One CTA per row. The i-th token is the maximum key below the (i-1)-th's: k scans of the row,
-// each a block reduction. k is small in practice (a tree's top_k, 4 by default) and a row of
-// 32000 floats is a few microseconds per scan from L2; a per-thread candidate list would save
-// scans but not the launch, which dominates at k = 4.
+// each a block reduction, and one more for the softmax sum: the general form, for k above
+// kFewTopTokens (below it, top_few_tokens_kernel reads the row once).
 __global__ void __launch_bounds__(kTopThreads) top_tokens_kernel(const float *logits, int64_t ld, int32_t n,
                                                                  int32_t k, int32_t *ids, float *logp) {
     __shared__ unsigned long long red[kTopThreads / 32];
@@ -64,13 +63,96 @@ __global__ void __launch_bounds__(kTopThreads) top_tokens_kernel(const float *lo
     }
 }
 
+// The same result for k <= kFewTopTokens in one read of the row: each thread keeps the best
+// kFewTopTokens keys of its entries in registers and a running softmax sum (rescaled when its
+// maximum grows), each warp merges its lanes' lists in k rounds of warp maxima, warp 0 merges the
+// warps', and the sums are combined at the row's maximum, the first pick. Keys are unique (they
+// carry the id), so every round removes exactly one entry.
+constexpr int kFewTopTokens = 8;
+
+__device__ __forceinline__ void pop_front(unsigned long long (&t)[kFewTopTokens]) {
+#pragma unroll
+    for (int j = 0; j + 1 < kFewTopTokens; ++j) t[j] = t[j + 1];
+    t[kFewTopTokens - 1] = 0ull;
+}
+
+__global__ void __launch_bounds__(kTopThreads) top_few_tokens_kernel(const float *logits, int64_t ld, int32_t n,
+                                                                     int32_t k, int32_t *ids, float *logp) {
+    constexpr int kWarps = kTopThreads / 32;
+    __shared__ unsigned long long warp_keys[kWarps][kFewTopTokens];
+    __shared__ unsigned long long picked[kFewTopTokens];
+    __shared__ float fred[32];  // block_sum's scratch
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const float *row = logits + int64_t(blockIdx.x) * ld;
+    unsigned long long t[kFewTopTokens];
+#pragma unroll
+    for (int j = 0; j < kFewTopTokens; ++j) t[j] = 0ull;  // 0: no entry (below every key)
+    float m = -INFINITY, s = 0.f;
+    for (int32_t i = threadIdx.x; i < n; i += kTopThreads) {
+        const float x = row[i];
+        const unsigned long long key = argmax_key(x, uint32_t(i));
+        if (key > t[kFewTopTokens - 1]) {
+            t[kFewTopTokens - 1] = key;
+#pragma unroll
+            for (int j = kFewTopTokens - 1; j > 0; --j)
+                if (t[j] > t[j - 1]) {
+                    const unsigned long long u = t[j];
+                    t[j] = t[j - 1], t[j - 1] = u;
+                }
+        }
+        if (x > m) {
+            s = s * expf(m - x) + 1.f;
+            m = x;
+        } else if (x != -INFINITY) {
+            s += expf(x - m);
+        }
+    }
+    for (int32_t r = 0; r < k; ++r) {
+        const unsigned long long w = warp_max_u64(t[0]);
+        if (t[0] == w) pop_front(t);
+        if (lane == 0) warp_keys[warp][r] = w;
+    }
+    __syncthreads();  // warp_keys complete
+    if (warp == 0) {
+#pragma unroll
+        for (int j = 0; j < kFewTopTokens; ++j) t[j] = lane < kWarps && j < k ? warp_keys[lane][j] : 0ull;
+        for (int32_t r = 0; r < k; ++r) {
+            const unsigned long long w = warp_max_u64(t[0]);
+            if (t[0] == w) pop_front(t);
+            if (lane == 0) picked[r] = w;
+        }
+    }
+    __syncthreads();  // picked[] complete
+    // log-sum-exp over the candidates, the maximum (the first pick) taken out.
+    const float mx = n > 0 ? row[~uint32_t(picked[0] & 0xffffffffull)] : -INFINITY;
+    float part = 0.f;
+    if (isfinite(mx) && s > 0.f) part = s * expf(m - mx);
+    const float total = block_sum(part, fred);
+    const float lse = mx + logf(isfinite(mx) ? total : 0.f);
+    for (int32_t r = threadIdx.x; r < k; r += kTopThreads) {
+        const int64_t at = int64_t(blockIdx.x) * k + r;
+        if (r >= n) {
+            ids[at] = -1;
+            logp[at] = -INFINITY;
+            continue;
+        }
+        const int32_t id = int32_t(~uint32_t(picked[r] & 0xffffffffull));
+        const bool zero = row[id] == -INFINITY;  // probability 0: not a token to draft
+        ids[at] = zero ? -1 : id;
+        logp[at] = zero ? -INFINITY : row[id] - lse;
+    }
+}
+
 }  // namespace
 
 cudaError_t launch_top_tokens(const float *logits, int64_t ld, int32_t rows, int32_t n_candidates, int32_t k,
                               int32_t *ids, float *logp, cudaStream_t stream) {
     if (rows <= 0) return cudaSuccess;
     if (k < 1 || k > kMaxTopTokens || n_candidates < 0 || ld < n_candidates) return cudaErrorInvalidValue;
-    top_tokens_kernel<<<rows, kTopThreads, 0, stream>>>(logits, ld, n_candidates, k, ids, logp);
+    if (k <= kFewTopTokens)
+        top_few_tokens_kernel<<<rows, kTopThreads, 0, stream>>>(logits, ld, n_candidates, k, ids, logp);
+    else
+        top_tokens_kernel<<<rows, kTopThreads, 0, stream>>>(logits, ld, n_candidates, k, ids, logp);
     return cudaGetLastError();
 }
 

@@ -780,7 +780,7 @@ TEST_CASE("cuda kernels: top tokens of logit rows equal the host's top_tokens") 
     Rand rnd(fresh_seed("top tokens"));
     int checked = 0;
     for (int vocab : {7, 300, 32000}) {
-        for (int32_t k : {1, 4, 17, int32_t(kern::kMaxTopTokens)}) {
+        for (int32_t k : {1, 2, 4, 8, 9, 17, int32_t(kern::kMaxTopTokens)}) {  // both kernels (<= 8: one read)
             const int32_t rows = 1 + rnd.integer(0, 9);
             const int32_t ld = vocab + rnd.integer(0, 3);  // rows padded beyond the vocabulary
             std::vector<float> logits = rnd.normals(size_t(rows) * size_t(ld), 4.f);
