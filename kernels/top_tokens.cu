@@ -21,6 +21,24 @@ __device__ unsigned long long block_max_u64(unsigned long long v, unsigned long 
     return warp_max_u64(v);
 }
 
+// The row's k picks (keys, most probable first) as ids and log-probabilities: entries past the
+// candidates, and those of probability 0, as id -1 and -inf.
+__device__ void write_picks(const float *row, const unsigned long long *picked, int32_t n, int32_t k, float lse,
+                            int32_t *ids, float *logp) {
+    for (int32_t r = threadIdx.x; r < k; r += kTopThreads) {
+        const int64_t at = int64_t(blockIdx.x) * k + r;
+        if (r >= n) {
+            ids[at] = -1;
+            logp[at] = -INFINITY;
+            continue;
+        }
+        const int32_t id = int32_t(~uint32_t(picked[r] & 0xffffffffull));
+        const bool zero = row[id] == -INFINITY;  // probability 0: not a token to draft
+        ids[at] = zero ? -1 : id;
+        logp[at] = zero ? -INFINITY : row[id] - lse;
+    }
+}
+
 // One CTA per row. The i-th token is the maximum key below the (i-1)-th's: k scans of the row,
 // each a block reduction, and one more for the softmax sum: the general form, for k above
 // kFewTopTokens (below it, top_few_tokens_kernel reads the row once).
@@ -49,18 +67,7 @@ __global__ void __launch_bounds__(kTopThreads) top_tokens_kernel(const float *lo
         for (int32_t i = threadIdx.x; i < n; i += kTopThreads) s += expf(row[i] - mx);
     s = block_sum(s, fred);
     const float lse = mx + logf(s);
-    for (int32_t r = threadIdx.x; r < k; r += kTopThreads) {
-        const int64_t at = int64_t(blockIdx.x) * k + r;
-        if (r >= n) {
-            ids[at] = -1;
-            logp[at] = -INFINITY;
-            continue;
-        }
-        const int32_t id = int32_t(~uint32_t(picked[r] & 0xffffffffull));
-        const bool zero = row[id] == -INFINITY;  // probability 0: not a token to draft
-        ids[at] = zero ? -1 : id;
-        logp[at] = zero ? -INFINITY : row[id] - lse;
-    }
+    write_picks(row, picked, n, k, lse, ids, logp);
 }
 
 // The same result for k <= kFewTopTokens in one read of the row: each thread keeps the best
@@ -129,18 +136,7 @@ __global__ void __launch_bounds__(kTopThreads) top_few_tokens_kernel(const float
     if (isfinite(mx) && s > 0.f) part = s * expf(m - mx);
     const float total = block_sum(part, fred);
     const float lse = mx + logf(isfinite(mx) ? total : 0.f);
-    for (int32_t r = threadIdx.x; r < k; r += kTopThreads) {
-        const int64_t at = int64_t(blockIdx.x) * k + r;
-        if (r >= n) {
-            ids[at] = -1;
-            logp[at] = -INFINITY;
-            continue;
-        }
-        const int32_t id = int32_t(~uint32_t(picked[r] & 0xffffffffull));
-        const bool zero = row[id] == -INFINITY;  // probability 0: not a token to draft
-        ids[at] = zero ? -1 : id;
-        logp[at] = zero ? -INFINITY : row[id] - lse;
-    }
+    write_picks(row, picked, n, k, lse, ids, logp);
 }
 
 }  // namespace

@@ -295,22 +295,9 @@ TEST_CASE("cuda eagle: the target's feature rows of eval_chain and verify_tree e
 TEST_CASE("cuda eagle: eval_chain's last-row top tokens (on the device) are top_tokens of that row's logits") {
     CUDA_TEST_REQUIRE_GPU();
     Models m;
-    const int32_t V = m.tc.vocab_size;
-    const size_t D = size_t(m.tc.hidden_size);
-    std::mt19937_64 rng(23);
-    std::normal_distribution<float> normal(0.f, 1.f);
-    // 1 token: the target's decoding step; more: blocks (the drafter's rows always are).
-    for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
-        std::vector<int32_t> toks(n);
-        for (int32_t &t : toks) t = int32_t(rng() % uint64_t(V));
-        std::vector<float> in(n * D);
-        for (float &x : in) x = normal(rng);
-        for (int32_t k : {1, 4, 9}) {
-            // The device sums the softmax in float, the host in double (the kernel test's bound).
-            test::check_last_top(*m.gpu_target, toks, {}, k, V, 1e-5f);
-            test::check_last_top(*m.gpu_drafter, toks, in, k, V - 3, 1e-5f);
-        }
-    }
+    // 1 token: the target's decoding step; more: blocks (the drafter's rows always are). The
+    // device sums the softmax in float, the host in double (the kernel test's bound).
+    test::check_last_top_grid(*m.gpu_target, *m.gpu_drafter, 23, 1e-5f);
 }
 
 TEST_CASE("cuda eagle: fixed-width trees drafted in one device call equal those drafted level by level") {

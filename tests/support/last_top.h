@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <vector>
 
 #include "engine/backend.h"
@@ -51,6 +52,26 @@ inline void check_last_top(specla::Backend &b, const std::vector<int32_t> &token
             INFO("entry ", i, ": ", g, " against ", w);
             if (std::isinf(w)) CHECK(g == w);
             else CHECK(std::fabs(g - w) <= logp_tol * std::max(1.f, std::fabs(w)));
+        }
+    }
+}
+
+// check_last_top on a target and its drafter model (random tokens and input features) for
+// 1, 5 and 13 rows and k = 1, 4, 9 (both top-token kernels on the GPU), the drafter with a
+// padded vocabulary's candidate count.
+inline void check_last_top_grid(specla::Backend &target, specla::Backend &drafter, uint64_t seed, float logp_tol) {
+    const int32_t V = target.config().vocab_size;
+    const size_t D = size_t(target.config().hidden_size);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    for (size_t n : {size_t(1), size_t(5), size_t(13)}) {
+        std::vector<int32_t> toks(n);
+        for (int32_t &t : toks) t = int32_t(rng() % uint64_t(V));
+        std::vector<float> in(n * D);
+        for (float &x : in) x = normal(rng);
+        for (int32_t k : {1, 4, 9}) {
+            check_last_top(target, toks, {}, k, V, logp_tol);
+            check_last_top(drafter, toks, in, k, V - 3, logp_tol);
         }
     }
 }
