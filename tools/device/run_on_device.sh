@@ -41,8 +41,9 @@
 #                shapes (profile_pycode.log, profile_1p3b.log), and how the speculative passes of
 #                bench_generate ran (graph replays, captures, eager passes: passgraphs.log)
 #   drafting     fixed-width drafting in one device call (specla_tree_shape FIXED_WIDTH): the beam-step
-#                kernel test and the one-call-vs-level-by-level test (drafting.log), both under
-#                compute-sanitizer memcheck and the beam step under racecheck (drafting_memcheck.log,
+#                and top-token kernel tests, the one-call-vs-level-by-level test and the last-row
+#                top tokens of eval_chain (drafting.log), all under compute-sanitizer memcheck and
+#                the two kernels under racecheck (drafting_memcheck.log,
 #                drafting_racecheck.log), then bench_generate with the trained drafter, dynamic and
 #                fixed-width trees side by side at <= 8/16/32 nodes and fixed width at depths 4 and 6
 #                (drafting_bench.log)
@@ -363,7 +364,7 @@ sanitize() {  # tool, filter, limit, log name
 # shared memory (and the per-op decoding step) under racecheck, the GEMV separately (largest).
 # The sampling test is left out of racecheck: its CUB sorts make it far too slow there.
 if has drafting; then
-    drafting_filter="cuda kernels: the fixed-width drafting*,cuda eagle: fixed-width*,cuda eagle: eval_chain*"
+    drafting_filter="cuda kernels: the fixed-width drafting*,cuda kernels: top tokens*,cuda eagle: fixed-width*,cuda eagle: eval_chain*"
     {
         timeout 120 "$tests_bin" --no-intro=true -tc="$drafting_filter"
         echo "internal rc=$?"
@@ -373,7 +374,7 @@ if has drafting; then
     note "== fixed-width drafting ($(grep -E '^(internal|api) rc=' "$OUT/drafting.log" | tr '\n' ' ')): after $(elapsed) s"
     grep -E "fixed-width|frontier entries|eagle cuda|ERROR|FAILED|test cases|assertions|rc=" "$OUT/drafting.log" | head -30 >>"$summary"
     sanitize memcheck "$drafting_filter" 180 drafting_memcheck
-    sanitize racecheck "cuda kernels: the fixed-width drafting*" 120 drafting_racecheck
+    sanitize racecheck "cuda kernels: the fixed-width drafting*,cuda kernels: top tokens*" 120 drafting_racecheck
     {
         timeout 200 "$build/bench/bench_generate" --backend cuda --model "$root/models/gdn-pycode-22m" \
             --drafter "$root/models/gdn-pycode-22m-eagle" --draft-nodes 8 --eagle-nodes 8,16,32 \
