@@ -692,8 +692,9 @@ typedef enum specla_tree_algorithm {
 
 /* How an EAGLE drafter grows a tree level by level (prompt lookup ignores it). */
 typedef enum specla_tree_shape {
-    SPECLA_TREE_SHAPE_AUTO = 0,       /* the library's choice per backend (today: DYNAMIC on
-                                         every backend) */
+    SPECLA_TREE_SHAPE_AUTO = 0,       /* the library's choice per backend: FIXED_WIDTH for
+                                         greedy generations where the backend drafts it in
+                                         one device call, else DYNAMIC */
     SPECLA_TREE_SHAPE_DYNAMIC = 1,    /* best-first levels cut by tree_prune_margin, the node
                                          budget and, with tree_size_from_cost, the measured
                                          cost of each further drafter pass */

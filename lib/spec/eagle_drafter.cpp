@@ -177,9 +177,13 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     // the backend returns k ids and log-probabilities per row, not vocab-sized rows to scan on
     // the host). Sampled: whole distributions, which lossless acceptance needs.
     const bool top = !rng_ && tp.top_k >= 1 && tp.top_k <= kMaxTopTokens;
-    // Auto is Dynamic until fixed width is measured to pay (spec/eagle_drafter.md).
-    tp.fixed_width = top && budget.shape == TreeShape::FixedWidth;
     const int32_t k = tp.top_k, n_cand = sampling_.candidates(V_);
+    // Auto: fixed width where the backend drafts it in one call (measured ahead of dynamic trees
+    // at every node budget on the GPU; on the CPU, where a level costs its rows, it loses:
+    // spec/eagle_drafter.md), else dynamic.
+    const bool fixed = budget.shape == TreeShape::FixedWidth ||
+                       (budget.shape == TreeShape::Auto && top && model_->supports_fixed_width_draft(k));
+    tp.fixed_width = top && fixed;
     const bool drafting = budget.max_nodes > 0 && budget.max_depth > 0;
     const bool one_call = drafting && tp.fixed_width && device_levels_ && tp.max_depth > 1 &&
                           model_->supports_fixed_width_draft(k);

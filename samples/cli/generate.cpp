@@ -196,8 +196,9 @@ void add_generate_command(CLI::App &app, Run &run) {
                         "EAGLE: keep nodes within this many nats of the best path (<= 0: no pruning)")
             ->capture_default_str(),
         gen->add_option("--tree-shape", spec.tree_shape,
-                        "EAGLE: auto, dynamic (confidence-pruned levels) or fixed_width (greedy: top-k nodes per "
-                        "level to the depth budget, drafted in one device call on CUDA)")
+                        "EAGLE: auto (fixed_width where drafted in one device call, else dynamic), dynamic "
+                        "(confidence-pruned levels) or fixed_width (greedy: top-k nodes per level to the depth "
+                        "budget, drafted in one device call on CUDA)")
             ->transform(CLI::CheckedTransformer(std::map<std::string, specla_tree_shape>{
                 {"auto", SPECLA_TREE_SHAPE_AUTO},
                 {"dynamic", SPECLA_TREE_SHAPE_DYNAMIC},
