@@ -108,8 +108,7 @@ void EagleDrafter::catch_up(const std::vector<int32_t> &context, int32_t top_k, 
     row_features_.resize(size_t(std::min<int64_t>(rows, kCatchUpBlock)) * size_t(D_));
     // Only the last row's outputs are the root: its top tokens (greedy drafting) or its logits.
     root_.clear();
-    root_.ids.resize(size_t(std::max(top_k, 0)));
-    root_.logp.resize(size_t(std::max(top_k, 0)));
+    root_.resize(std::max(top_k, 0));
     for (int64_t off = 0; off < rows; off += kCatchUpBlock) {
         const int32_t m = int32_t(std::min<int64_t>(kCatchUpBlock, rows - off));
         const bool last = off + m == rows;
@@ -117,10 +116,12 @@ void EagleDrafter::catch_up(const std::vector<int32_t> &context, int32_t top_k, 
         rf.in = features_.data() + size_t(off) * size_t(D_);
         rf.out = row_features_.data();
         TopTokens top;
-        if (last && top_k > 0) top.k = top_k, top.n_candidates = n_cand, top.ids = root_.ids.data(), top.logp = root_.logp.data();
+        if (last && top_k > 0)
+            top.k = top_k, top.n_candidates = n_cand, top.ids = root_.ids.data(), top.logp = root_.logp.data();
         const bool logits = last && top_k <= 0;
-        model_->eval_chain(*state_, context.data() + consumed_ + off + 1, m, logits ? LogitsRows::Last : LogitsRows::None,
-                           logits ? last_logits_.data() : nullptr, rf, top);
+        model_->eval_chain(*state_, context.data() + consumed_ + off + 1, m,
+                           logits ? LogitsRows::Last : LogitsRows::None, logits ? last_logits_.data() : nullptr, rf,
+                           top);
         std::memcpy(last_feature_.data(), row_features_.data() + size_t(m - 1) * size_t(D_), size_t(D_) * sizeof(float));
     }
     if (top_k > 0) root_.k = top_k, root_.n_candidates = n_cand;
@@ -146,8 +147,7 @@ bool EagleDrafter::root_top(int32_t k, int32_t n_cand) {
     if (root_.k == k && root_.n_candidates == n_cand) return true;
     if (!root_.logits) return false;
     // A state caught up for whole logits (sampled drafting) drafting greedily now: from them.
-    root_.ids.resize(size_t(k));
-    root_.logp.resize(size_t(k));
+    root_.resize(k);
     top_tokens(last_logits_.data(), n_cand, k, root_.ids.data(), root_.logp.data());
     root_.k = k, root_.n_candidates = n_cand;
     return true;
@@ -181,12 +181,11 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     // Auto: fixed width where the backend drafts it in one call (measured ahead of dynamic trees
     // at every node budget on the GPU; on the CPU, where a level costs its rows, it loses:
     // spec/eagle_drafter.md), else dynamic.
-    const bool fixed = budget.shape == TreeShape::FixedWidth ||
-                       (budget.shape == TreeShape::Auto && top && model_->supports_fixed_width_draft(k));
-    tp.fixed_width = top && fixed;
+    const bool backend_one_call = model_->supports_fixed_width_draft(k);
+    tp.fixed_width = top && (budget.shape == TreeShape::FixedWidth ||
+                             (budget.shape == TreeShape::Auto && backend_one_call));
     const bool drafting = budget.max_nodes > 0 && budget.max_depth > 0;
-    const bool one_call = drafting && tp.fixed_width && device_levels_ && tp.max_depth > 1 &&
-                          model_->supports_fixed_width_draft(k);
+    const bool one_call = drafting && tp.fixed_width && device_levels_ && tp.max_depth > 1 && backend_one_call;
     if (one_call && draft_with_catch_up(context, tp, k, n_cand)) {
         builder_.finish(&cost_, out, node_candidate_);
         return;
@@ -202,10 +201,12 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
         distribution(last_logits_.data(), probs_.data());
         builder_.start(tp, probs_.data(), V_, rng_, &cost_);
     }
-    if (one_call && !builder_.frontier().empty())
-        draft_levels_in_one_call(k, n_cand, tp.max_depth - 1, 0);
-    else
+    if (one_call && !builder_.frontier().empty()) {
+        const int32_t levels = tp.max_depth - 1;
+        replay_levels(k, levels, draft_levels_in_one_call(k, n_cand, levels, 0) / double(levels));
+    } else {
         draft_levels(top, k, n_cand);
+    }
     builder_.finish(&cost_, out, node_candidate_);
 }
 
@@ -216,8 +217,7 @@ bool EagleDrafter::draft_with_catch_up(const std::vector<int32_t> &context, cons
     if (rows < 1 || rows > kCatchUpBlock) return false;  // a prompt's blocks, or nothing to catch up
     const int32_t levels = tp.max_depth - 1;
     root_.clear();
-    root_.ids.resize(size_t(k));
-    root_.logp.resize(size_t(k));
+    root_.resize(k);
     const double secs = draft_levels_in_one_call(k, n_cand, levels, int32_t(rows), context.data() + consumed_ + 1);
     root_.k = k, root_.n_candidates = n_cand;
     // One call did the catch-up's pass and the levels': each counted at an equal share.
@@ -325,7 +325,6 @@ double EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t
     const double secs = seconds_since(t0);
     ++draft_seconds_.one_calls;
     draft_seconds_.one_call += secs;
-    if (catch_up_rows == 0) replay_levels(k, levels, secs / double(levels));
     return secs;
 }
 

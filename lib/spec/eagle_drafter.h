@@ -78,8 +78,8 @@ private:
     // one Backend::draft_fixed_width call, whose frontiers are checked against the builder's.
     void draft_levels(bool top, int32_t k, int32_t n_candidates);
     // Backend::draft_fixed_width from the root row, or (catch_up_rows > 0) from the rows to catch
-    // up, whose root it writes; the levels are replayed through the builder here only when the
-    // root came in (else the caller starts the builder on the root first). Returns its seconds.
+    // up, whose root it writes; the caller then replays the levels (replay_levels) through the
+    // builder started on the root. Returns the call's seconds.
     double draft_levels_in_one_call(int32_t k, int32_t n_candidates, int32_t levels, int32_t catch_up_rows,
                                     const int32_t *catch_up_tokens = nullptr);
     // The whole greedy fixed-width proposal in one backend call, catch-up included (the common
@@ -110,6 +110,7 @@ private:
         std::vector<int32_t> ids;
         std::vector<float> logp;
         void clear() { k = 0, n_candidates = -1, logits = false; }
+        void resize(int32_t entries) { ids.resize(size_t(entries)), logp.resize(size_t(entries)); }
     } root_;
 
     SamplingConfig sampling_;

@@ -1,5 +1,6 @@
 // The grid of EAGLE tree settings that the greedy-equals-plain tests run on every backend: the
-// three tree shapes (AUTO is one of the other two per backend), a fixed node budget or one sized from the pass costs, deferred or immediate commit.
+// three tree shapes (AUTO is one of the other two per backend), a fixed node budget or one sized
+// from the pass costs, deferred or immediate commit.
 // One definition so that the CPU and CUDA tests cover the same cases.
 #pragma once
 
@@ -14,7 +15,8 @@ namespace test {
 // is named in doctest's INFO for any failure inside fn.
 template <class Fn>
 void for_each_eagle_tree_case(const GenerateParams &gp, Fn &&fn) {
-    for (specla_tree_shape shape : {SPECLA_TREE_SHAPE_AUTO, SPECLA_TREE_SHAPE_DYNAMIC, SPECLA_TREE_SHAPE_FIXED_WIDTH})
+    for (specla_tree_shape shape :
+         {SPECLA_TREE_SHAPE_AUTO, SPECLA_TREE_SHAPE_DYNAMIC, SPECLA_TREE_SHAPE_FIXED_WIDTH})
         for (bool fixed_size : {true, false})
             for (bool deferred : {true, false}) {
                 SpecParams p;

@@ -413,6 +413,16 @@ void CudaBackend::stage_features(CudaSequenceState &st, const float *features_in
     std::memcpy(st.h_features, features_in, size_t(n) * size_t(config_.hidden_size) * sizeof(float));
 }
 
+void CudaBackend::copy_top_rows(CudaSequenceState &st, size_t bytes) {
+    check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
+    check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, bytes, cudaMemcpyDeviceToHost, st.stream), "copy top logps");
+}
+
+void CudaBackend::read_top_rows(const CudaSequenceState &st, const TopTokens &out, size_t bytes) {
+    std::memcpy(out.ids, st.h_top_ids, bytes);
+    std::memcpy(out.logp, st.h_top_logp, bytes);
+}
+
 void CudaBackend::copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out) {
     // The residual rows after the last layer: the output head reads them through its norm
     // prologue (or a separate norm into xb) and leaves them as they are.
@@ -432,19 +442,11 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     if (top) check_top_tokens(last_top, vocab);
     DeviceGuard g(device_);
     stage_features(st, features.in, n);
-    // The last row's top tokens land in the verification's top-token rows (row 0) and their
-    // pinned mirror.
+    // The last row's top tokens land in the verification's top-token rows (row 0).
     const size_t top_bytes = top ? size_t(last_top.k) * 4 : 0;
-    auto copy_top = [&] {
-        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, top_bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
-        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, top_bytes, cudaMemcpyDeviceToHost, st.stream),
-              "copy top logps");
-    };
     auto finish = [&](const char *what) {
         check(cudaStreamSynchronize(st.stream), what);
-        if (!top) return;
-        std::memcpy(last_top.ids, st.h_top_ids, top_bytes);
-        std::memcpy(last_top.logp, st.h_top_logp, top_bytes);
+        if (top) read_top_rows(st, last_top, top_bytes);
     };
     // One row of a target model: the decoding step (graph replay). A drafter model's rows go
     // through the block form, one row included (its input rows are not the decoding step's).
@@ -458,7 +460,7 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
             check(kern::launch_top_tokens(st.logits, vocab, 1, last_top.n_candidates, last_top.k, st.top_ids,
                                           st.top_logp, st.stream),
                   "top tokens (last row)");
-            copy_top();
+            copy_top_rows(st, top_bytes);
         }
         copy_features(st, 0, 1, features.out);
         finish("eval_chain");
@@ -482,7 +484,7 @@ void CudaBackend::eval_chain(SequenceState &state, const int32_t *tokens, int32_
     pass.logits_from = !logits || rows == LogitsRows::None ? n : rows == LogitsRows::Last ? n - 1 : 0;
     pass.features_from = features.out ? 0 : n;
     launch_pass(st, pass, plan, {});  // blocks are not captured
-    if (top) copy_top();
+    if (top) copy_top_rows(st, top_bytes);
     copy_features(st, 0, n, features.out);
     clear_pending_after_block(st);
     finish("eval_chain");

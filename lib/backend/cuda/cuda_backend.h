@@ -341,6 +341,10 @@ private:
     // device's pending count cleared after it (its recurrent kernels applied the factors).
     CudaPassPlan block_plan(const CudaSequenceState &st, int32_t n) const;
     void clear_pending_after_block(CudaSequenceState &st);
+    // The top-token rows of a pass (st.top_ids, st.top_logp: `bytes` of each) to their pinned
+    // mirror, enqueued; then, after the stream's synchronisation, to the caller's TopTokens.
+    void copy_top_rows(CudaSequenceState &st, size_t bytes);
+    static void read_top_rows(const CudaSequenceState &st, const TopTokens &out, size_t bytes);
     // Enqueue the copy of the residual rows [from, n) (RowFeatures::out) to host memory.
     void copy_features(CudaSequenceState &st, int32_t from, int32_t n, float *out);
     // Speculative verification (cuda_verify.cpp).

@@ -280,18 +280,13 @@ void CudaBackend::verify_tree(SequenceState &state, const int32_t *tokens, const
         check(kern::launch_top_tokens(st.logits + size_t(first) * size_t(vocab), vocab, rows, out.top.n_candidates,
                                       top_k, st.top_ids, st.top_logp, st.stream),
               "top tokens");
-        check(cudaMemcpyAsync(st.h_top_ids, st.top_ids, top_bytes, cudaMemcpyDeviceToHost, st.stream), "copy top ids");
-        check(cudaMemcpyAsync(st.h_top_logp, st.top_logp, top_bytes, cudaMemcpyDeviceToHost, st.stream),
-              "copy top logps");
+        copy_top_rows(st, top_bytes);
     }
     copy_features(st, first, n, out.features.out);
     check(cudaStreamSynchronize(st.stream), "verify_tree");
     if (out.argmax)
         for (int32_t t = first; t < n; ++t) out.argmax[t - first] = kern::argmax_key_id(st.h_verify_argmax[t]);
-    if (top_k > 0) {
-        std::memcpy(out.top.ids, st.h_top_ids, top_bytes);
-        std::memcpy(out.top.logp, st.h_top_logp, top_bytes);
-    }
+    if (top_k > 0) read_top_rows(st, out.top, top_bytes);
     st.last_set = set;
     st.commit.verified(n);
     st.verified_parents.assign(parents, parents + n);
