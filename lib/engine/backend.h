@@ -129,7 +129,8 @@ struct VerifyOutputs {
 // TreeBuilder's fixed-width mode (spec/tree_builder.h, TreeParams::fixed_width), run from the
 // committed state, the first draft position's top tokens and the feature the first level reads,
 // as `levels` drafter passes of `width` rows, each row a frontier node evaluated on its parent's
-// state (kernels/beam_draft.cuh on the GPU, all levels in one captured graph). Host memory.
+// state (kernels/beam_draft.cuh on the GPU, all levels in one captured graph; on the CPU the
+// level passes through verify_tree, engine/fixed_width_draft.h). Host memory.
 struct FixedWidthDraft {
     int32_t width = 0;         // nodes per level and entries per top-token row (the tree's top_k)
     int32_t levels = 0;        // drafter passes: the frontiers of depth 1..levels are expanded
@@ -238,6 +239,15 @@ public:
     // Whether draft_fixed_width runs here for this width (a drafter model's backend that has it;
     // otherwise the caller drafts level by level through verify_tree, which gives the same tree).
     virtual bool supports_fixed_width_draft(int32_t width) const { return false; }
+    // Whether a greedy tree of TreeShape::Auto should be fixed width here: where draft_fixed_width
+    // is one device call, measured ahead of dynamic trees at every node budget (CUDA); not where
+    // it runs as the level passes (engine/fixed_width_draft.h: the CPU, where a level costs its
+    // rows and dynamic trees draft fewer of them).
+    virtual bool prefers_fixed_width_draft(int32_t width) const { return false; }
+    // The tree rows (SessionLimits::max_tree_nodes) a state needs for draft_fixed_width: the
+    // passes form verifies a level's frontier with its ancestors (up to width x levels rows);
+    // a backend that evaluates each row on its parent's state needs one level's rows.
+    virtual int32_t fixed_width_draft_rows(int32_t width, int32_t levels) const { return width * levels; }
     // FixedWidthDraft's drafting; the committed state is left as it was, or advanced by the
     // catch-up rows only (the level passes never change it). Throws
     // SPECLA_ERR_UNSUPPORTED where supports_fixed_width_draft is false.

@@ -178,12 +178,12 @@ void EagleDrafter::propose(const std::vector<int32_t> &context, const DraftBudge
     // the host). Sampled: whole distributions, which lossless acceptance needs.
     const bool top = !rng_ && tp.top_k >= 1 && tp.top_k <= kMaxTopTokens;
     const int32_t k = tp.top_k, n_cand = sampling_.candidates(V_);
-    // Auto: fixed width where the backend drafts it in one call (measured ahead of dynamic trees
-    // at every node budget on the GPU; on the CPU, where a level costs its rows, it loses:
+    // Auto: fixed width where the backend prefers it (one device call, measured ahead of dynamic
+    // trees at every node budget on the GPU; on the CPU, where a level costs its rows, it loses:
     // spec/eagle_drafter.md), else dynamic.
     const bool backend_one_call = model_->supports_fixed_width_draft(k);
     tp.fixed_width = top && (budget.shape == TreeShape::FixedWidth ||
-                             (budget.shape == TreeShape::Auto && backend_one_call));
+                             (budget.shape == TreeShape::Auto && model_->prefers_fixed_width_draft(k)));
     const bool drafting = budget.max_nodes > 0 && budget.max_depth > 0;
     const bool one_call = drafting && tp.fixed_width && device_levels_ && tp.max_depth > 1 && backend_one_call;
     if (one_call && draft_with_catch_up(context, tp, k, n_cand)) {
@@ -303,7 +303,7 @@ void EagleDrafter::draft_levels(bool top, int32_t k, int32_t n_cand) {
 
 double EagleDrafter::draft_levels_in_one_call(int32_t k, int32_t n_cand, int32_t levels, int32_t catch_up_rows,
                                               const int32_t *catch_up_tokens) {
-    ensure_tree_rows(k);
+    ensure_tree_rows(model_->fixed_width_draft_rows(k, levels));
     const size_t w = size_t(k), L = size_t(levels);
     level_counts_.resize(L);
     level_tokens_.resize(L * w);

@@ -25,6 +25,7 @@ TEST_CASE("cuda kernels: skipped") { MESSAGE("CUDA kernel tests skipped: this bu
 #include "backend/cpu/cpu_ops.h"
 #include "conv.cuh"
 #include "embedding.cuh"
+#include "engine/fixed_width_draft.h"
 #include "gdn_chunk.cuh"
 #include "gdn_recurrent.cuh"
 #include "gemv.cuh"
@@ -873,22 +874,10 @@ TEST_CASE("cuda kernels: the fixed-width drafting beam step equals the host rule
         for (float &x : scores_in) x = 0.f - 0.25f * float(rnd.integer(0, 12));
         const std::vector<float> features = rnd.normals(size_t(level == 1 ? 1 : W) * size_t(D));
 
-        // The host rule (spec/tree_builder.cpp's fixed-width frontier).
-        struct Cand {
-            float score;
-            int32_t token, row;
-        };
-        std::vector<Cand> cands;
-        for (int32_t r = 0; r < rows; ++r)
-            for (int32_t i = 0; i < W; ++i) {
-                const int32_t id = ids[size_t(r) * size_t(W) + size_t(i)];
-                const float lp = logp[size_t(r) * size_t(W) + size_t(i)];
-                if (id < 0 || lp == -INFINITY) break;
-                const float parent = level == 1 ? 0.f : scores_in[size_t(r)];
-                cands.push_back({parent + std::min(0.f, lp), id, r});
-            }
-        std::stable_sort(cands.begin(), cands.end(), [](const Cand &a, const Cand &b) { return a.score > b.score; });
-        const int32_t count = std::min<int32_t>(int32_t(cands.size()), W);
+        // The host rule (engine/fixed_width_draft.h, checked against TreeBuilder's on the CPU).
+        FixedWidthFrontier want;
+        fixed_width_frontier(ids.data(), logp.data(), rows, W, level == 1 ? nullptr : scores_in.data(), want);
+        const int32_t count = want.count;
 
         DevBuf<int32_t> d_ids(ids), d_count_in(std::vector<int32_t>{rows});
         DevBuf<float> d_logp(logp), d_scores_in(scores_in), d_features(features);
@@ -918,19 +907,19 @@ TEST_CASE("cuda kernels: the fixed-width drafting beam step equals the host rule
         for (int32_t b = 0; b < W; ++b) {
             CAPTURE(b);
             const bool ok = b < count;
-            const Cand c = ok ? cands[size_t(b)] : Cand{-INFINITY, -1, -1};
-            CHECK(std::memcmp(&g_scores[size_t(b)], &c.score, 4) == 0);  // bitwise
-            CHECK(g_tokens[size_t(b)] == c.token);
-            CHECK(g_parents[size_t(b)] == (level == 1 ? -1 : c.row));
-            CHECK(g_pass[size_t(b)] == (ok ? c.token : 0));
-            const int32_t start = ok && level > 1 ? parents_base + c.row : -1;
+            const int32_t token = want.tokens[size_t(b)], row = want.parents[size_t(b)];
+            CHECK(std::memcmp(&g_scores[size_t(b)], &want.scores[size_t(b)], 4) == 0);  // bitwise
+            CHECK(g_tokens[size_t(b)] == token);
+            CHECK(g_parents[size_t(b)] == row);
+            CHECK(g_pass[size_t(b)] == (ok ? token : 0));
+            const int32_t start = ok && level > 1 ? parents_base + row : -1;
             CHECK(g_chain[size_t(3 * b)] == 12345);  // first and length are the host's
             CHECK(g_chain[size_t(3 * b + 1)] == 12345);
             CHECK(g_chain[size_t(3 * b + 2)] == start);
             CHECK(g_snap[size_t(b)] == own + b);
             CHECK(g_win_in[size_t(b)] == start);
             CHECK(g_win_out[size_t(b)] == own + b);
-            const int32_t fr = ok ? (level == 1 ? 0 : c.row) : -1;
+            const int32_t fr = ok ? (level == 1 ? 0 : row) : -1;
             bool row_ok = true;
             for (int64_t d = 0; d < D; ++d) {
                 row_ok &= g_row_in[size_t(b * 2 * D + d)] == 3.f;  // the embedding half is not touched

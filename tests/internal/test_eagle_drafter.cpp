@@ -14,6 +14,7 @@
 #include "spec/eagle_drafter.h"
 #include "spec/speculative.h"
 #include "support/fixture.h"
+#include "support/fixed_width_cases.h"
 #include "support/fixture_model.h"
 #include "support/last_top.h"
 
@@ -214,4 +215,12 @@ TEST_CASE("EAGLE drafter: plain steps the gate takes hand the drafter every toke
     }
     MESSAGE("features of " << n << " positions, max abs error " << worst << " of max " << scale);
     CHECK(worst <= 1e-4 * scale);
+}
+
+TEST_CASE("EAGLE drafter: fixed-width trees drafted in one backend call equal those drafted level by level (CPU)") {
+    // The CPU backend drafts the one call as the level passes (engine/fixed_width_draft.h), so the
+    // one-call path of the drafter (catch-up folded in, levels replayed and checked against the
+    // builder's rule) runs here as it does on the GPU.
+    const int trees = test::check_fixed_width_one_call_equals_level_by_level(test::load_fixture_model("gdn_tiny_a"));
+    MESSAGE(trees << " fixed-width trees equal, one call against level by level");
 }

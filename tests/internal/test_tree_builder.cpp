@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <sstream>
@@ -19,6 +20,7 @@
 #include "sampling/sampler.h"
 #include "spec/accept.h"
 #include "engine/draft_tree.h"
+#include "engine/fixed_width_draft.h"
 #include "spec/tree_builder.h"
 #include "support/stats.h"
 #include "util/error.h"
@@ -976,4 +978,74 @@ TEST_CASE("tree builder: fixed-width levels expand the newest depth's top_k, wha
     const Caught c = caught([&] { b.start(params, d.root.data(), d.vocab, &draw); });
     CHECK(c.status == SPECLA_ERR_INVALID_ARGUMENT);
     CHECK(c.message.find("fixed-width") != std::string::npos);
+}
+
+TEST_CASE("tree builder: the engine's fixed-width frontier rule equals the builder's, level after level") {
+    // engine/fixed_width_draft.h writes the rule a second time (a backend's draft_fixed_width
+    // follows it; the builder checks the backend's frontiers against its own): over random
+    // top-token rows, ties within and across rows, rows ending early at id -1 or -inf, a first
+    // entry above 0 now and then (clamped), both must pick the same frontier with bitwise scores.
+    const uint64_t seed = test::fresh_seed();
+    MESSAGE("fixed-width frontier rule: seed " << seed << " (set SPECLA_TEST_SEED to replay)");
+    Rng r(seed);
+    const float kNegInf = -std::numeric_limits<float>::infinity();
+    int compared = 0;
+    for (int trial = 0; trial < 200; ++trial) {
+        const int32_t W = 1 + int32_t(r.next() % 8), vocab = 50, levels = 1 + int32_t(r.next() % 5);
+        CAPTURE(trial);
+        CAPTURE(W);
+        auto random_rows = [&](int32_t rows, std::vector<int32_t> &ids, std::vector<float> &logp) {
+            ids.assign(size_t(rows) * size_t(W), -1);
+            logp.assign(ids.size(), kNegInf);
+            for (int32_t row = 0; row < rows; ++row) {
+                const int32_t valid = r.next() % 4 == 0 ? int32_t(r.next() % uint64_t(W + 1)) : W;
+                float lp = r.next() % 5 == 0 ? 0.5f : -0.25f * float(r.next() % 4);
+                for (int32_t i = 0; i < valid; ++i) {
+                    ids[size_t(row) * size_t(W) + size_t(i)] = int32_t(r.next() % uint64_t(vocab));
+                    logp[size_t(row) * size_t(W) + size_t(i)] = lp;
+                    lp -= 0.25f * float(r.next() % 3);
+                }
+                if (valid < W && r.next() % 2) ids[size_t(row) * size_t(W) + size_t(valid)] = 7;  // an id with -inf
+            }
+        };
+        TreeParams params;
+        params.top_k = W;
+        params.max_depth = levels + 1;
+        params.max_nodes = 64;
+        params.fixed_width = true;
+        std::vector<int32_t> ids;
+        std::vector<float> logp;
+        random_rows(1, ids, logp);
+        TreeBuilder b;
+        b.start_top(params, ids.data(), logp.data(), W, vocab);
+        FixedWidthFrontier f;
+        fixed_width_frontier(ids.data(), logp.data(), 1, W, nullptr, f);
+        std::vector<int32_t> previous;  // the previous level's frontier (candidate indices)
+        for (int32_t l = 0;; ++l) {
+            const std::vector<int32_t> &front = b.frontier();
+            const std::vector<TreeCandidate> &cands = b.candidates();
+            REQUIRE(f.count == int32_t(front.size()));
+            for (int32_t i = 0; i < W; ++i) {
+                if (i >= f.count) {
+                    CHECK(f.tokens[size_t(i)] == -1);
+                    CHECK(f.parents[size_t(i)] == -1);
+                    CHECK(f.scores[size_t(i)] == kNegInf);
+                    continue;
+                }
+                const TreeCandidate &c = cands[size_t(front[size_t(i)])];
+                CHECK(f.tokens[size_t(i)] == c.token);
+                const int32_t row = f.parents[size_t(i)];
+                CHECK(c.parent == (l == 0 ? -1 : previous[size_t(row)]));
+                CHECK(std::memcmp(&f.scores[size_t(i)], &c.score, sizeof(float)) == 0);
+                ++compared;
+            }
+            if (front.empty() || l + 1 >= levels) break;
+            random_rows(f.count, ids, logp);
+            previous = front;
+            const std::vector<float> scores = f.scores;
+            fixed_width_frontier(ids.data(), logp.data(), f.count, W, scores.data(), f);
+            b.expand_top(ids.data(), logp.data(), W);
+        }
+    }
+    MESSAGE(compared << " frontier entries equal");
 }

@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_gdn.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_tree.h"
+#include "engine/fixed_width_draft.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "util/cpu_count.h"
@@ -293,6 +294,17 @@ SessionMemory CpuBackend::session_memory(const SequenceState &state) const {
                       bytes(st.step_logits) + bytes(st.row_in);
     m.host_bytes = m.state_bytes + m.factor_bytes + m.scratch_bytes;
     return m;
+}
+
+bool CpuBackend::supports_fixed_width_draft(int32_t width) const {
+    return !weights_.fc.empty() && width >= 1 && width <= kMaxTopTokens;
+}
+
+void CpuBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft) {
+    require(supports_fixed_width_draft(draft.width), SPECLA_ERR_UNSUPPORTED,
+            "fixed-width drafting needs a drafter model and a width of 1..", kMaxTopTokens, " (width ", draft.width,
+            ")");
+    draft_fixed_width_by_passes(*this, state, draft);
 }
 
 std::unique_ptr<Backend> CpuBackend::create_drafter_backend(const ModelConfig &config, ModelWeights own) const {

@@ -72,6 +72,10 @@ public:
     void export_state(SequenceState &state, float *recurrent, float *conv) override;
     void import_state(SequenceState &state, const float *recurrent, const float *conv) override;
     SessionMemory session_memory(const SequenceState &state) const override;
+    // Drafter models: fixed-width drafting as the level passes (engine/fixed_width_draft.h), so that
+    // the one-call drafting path runs, and is tested, on the CPU too; AUTO keeps dynamic trees here.
+    bool supports_fixed_width_draft(int32_t width) const override;
+    void draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft) override;
     std::unique_ptr<Backend> create_drafter_backend(const ModelConfig &config, ModelWeights own) const override;
     // Every row of a block is computed on its own (the recurrence token by token, the
     // projections row by row in a fixed order), so results are bitwise the same for any block

@@ -282,6 +282,8 @@ public:
     std::unique_ptr<RowSampler> row_sampler(SequenceState &state, const SamplingConfig &sampling) override;
     // Drafter models of one layer, width^2 <= kern::kBeamMaxCandidates: cuda_draft.cpp.
     bool supports_fixed_width_draft(int32_t width) const override;
+    bool prefers_fixed_width_draft(int32_t width) const override { return supports_fixed_width_draft(width); }
+    int32_t fixed_width_draft_rows(int32_t width, int32_t) const override { return width; }
     void draft_fixed_width(SequenceState &state, const FixedWidthDraft &draft) override;
     void copy_state(SequenceState &from, SequenceState &to) override;
     void export_state(SequenceState &state, float *recurrent, float *conv) override;
