@@ -519,6 +519,12 @@ __global__ void __launch_bounds__(THREADS, 1) drafter_level_kernel(const Weights
     stamp(L, BARRIERS + 1);
 }
 
+// The structure's floor: the same cooperative launch and BARRIERS grid barriers with no work.
+__global__ void __launch_bounds__(THREADS, 1) barriers_only_kernel(const Level L) {
+    unsigned int target = L.barrier_base;
+    for (int i = 0; i < BARRIERS; ++i) grid_sync(L, target);
+}
+
 // ---- host --------------------------------------------------------------------------------------------
 
 float bf16f(uint16_t v) {
@@ -866,6 +872,38 @@ int main(int argc, char **argv) {
         fflush(stdout);
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(gr));
+    }
+    {
+        // The floor: launches of the barriers alone, timed as the levels are.
+        Level L{};
+        L.barrier = barrier;
+        CK(cudaMalloc(&L.stamps, (BARRIERS + 2) * sizeof(unsigned long long)));
+        CK(cudaMemset(barrier, 0, 4));
+        unsigned int n = 0;
+        cudaStream_t s;
+        CK(cudaStreamCreate(&s));
+        auto launch = [&]() {
+            L.barrier_base = n++ * unsigned(grid) * BARRIERS;
+            void *args[] = {(void *)&L};
+            CK(cudaLaunchCooperativeKernel((void *)barriers_only_kernel, dim3(grid), dim3(THREADS), args, 0, s));
+        };
+        for (int i = 0; i < 20; ++i) launch();
+        cudaEvent_t a, b;
+        CK(cudaEventCreate(&a));
+        CK(cudaEventCreate(&b));
+        std::vector<float> per;
+        for (int rep = 0; rep < 5; ++rep) {
+            CK(cudaEventRecord(a, s));
+            for (int i = 0; i < reps; ++i) launch();
+            CK(cudaEventRecord(b, s));
+            CK(cudaEventSynchronize(b));
+            float ms = 0;
+            CK(cudaEventElapsedTime(&ms, a, b));
+            per.push_back(ms * 1000.f / float(reps));
+        }
+        std::sort(per.begin(), per.end());
+        printf("floor: a cooperative launch of %d grid barriers and no work, %d CTAs: %.2f us (median of 5 x %d)\n",
+               BARRIERS, grid, per[2], reps);
     }
     printf(ok ? "all checks passed\n" : "FAIL: a check failed\n");
     return ok ? 0 : 1;
