@@ -701,10 +701,10 @@ typedef enum specla_tree_shape {
     SPECLA_TREE_SHAPE_FIXED_WIDTH = 2 /* greedy generations: every level expands the
                                          tree_top_k best nodes of the deepest depth so far,
                                          down to max_draft_depth, with no cut while drafting
-                                         (the final tree is cut as DYNAMIC's is); a backend
-                                         that can drafts all levels in one device call (CUDA,
-                                         one-layer drafters, tree_top_k <= 32). Sampled
-                                         generations build DYNAMIC trees */
+                                         (the final tree is cut as DYNAMIC's is); where the
+                                         backend can, all levels are drafted in one device
+                                         call (CUDA, one-layer drafters, tree_top_k <= 32).
+                                         Sampled generations build DYNAMIC trees */
 } specla_tree_shape;
 
 typedef struct specla_spec_params {
