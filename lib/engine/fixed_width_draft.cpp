@@ -114,7 +114,7 @@ void draft_fixed_width_by_passes(Backend &backend, SequenceState &state, const F
     drafted.levels.emplace_back();
     fixed_width_frontier(d.root_ids, d.root_logp, 1, W, nullptr, drafted.levels.back());
     std::vector<int32_t> tokens, parents;
-    std::vector<float> in, out_features;
+    std::vector<float> in;
     for (int32_t l = 0; l < d.levels; ++l) {
         const FixedWidthFrontier &front = drafted.levels[size_t(l)];
         int32_t *ids = d.ids + size_t(l) * w * w;
