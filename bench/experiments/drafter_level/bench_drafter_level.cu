@@ -72,7 +72,6 @@ struct Weights {
 };
 
 struct Level {
-    int W;
     const int32_t *tokens;        // [W]
     const float *feat_in;         // [W][D]
     const int32_t *parent_slot;   // [W] the state slot / window each row starts from
@@ -668,6 +667,29 @@ double rel_err(const std::vector<float> &got, const std::vector<double> &want) {
     return e / std::max(s, 1e-30);
 }
 
+// Median over 5 samples of the microseconds per call: each sample times `calls` calls of `enqueue`
+// on `s` between two events, then divides by calls * per_call (units of work per call).
+template <typename Enqueue>
+float median_us(cudaStream_t s, int calls, int per_call, Enqueue &&enqueue) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    std::vector<float> per;
+    for (int rep = 0; rep < 5; ++rep) {
+        CK(cudaEventRecord(a, s));
+        for (int i = 0; i < calls; ++i) enqueue();
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        per.push_back(ms * 1000.f / float(calls * per_call));
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(per.begin(), per.end());
+    return per[2];
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
@@ -746,7 +768,6 @@ int main(int argc, char **argv) {
         const std::vector<float> states = f_vec(size_t(slots) * H * V * K, 0.f, 0.05f);
         const std::vector<float> windows = f_vec(size_t(slots) * (CW - 1) * CC, 0.f, 1.f);
         Level L{};
-        L.W = W;
         int32_t *d_tok = upload(tok), *d_parent = upload(parent), *d_own = upload(own);
         L.tokens = d_tok, L.parent_slot = d_parent, L.own_slot = d_own;
         float *d_feat = upload(feat);
@@ -816,21 +837,8 @@ int main(int argc, char **argv) {
         // contents change, the cost does not), events around `reps` launches each repeat.
         cudaStream_t s;
         CK(cudaStreamCreate(&s));
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
         for (int i = 0; i < 20; ++i) launch(s);
-        std::vector<float> per;
-        for (int rep = 0; rep < 5; ++rep) {
-            CK(cudaEventRecord(a, s));
-            for (int i = 0; i < reps; ++i) launch(s);
-            CK(cudaEventRecord(b, s));
-            CK(cudaEventSynchronize(b));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, a, b));
-            per.push_back(ms * 1000.f / float(reps));
-        }
-        std::sort(per.begin(), per.end());
+        const float eager_us = median_us(s, reps, 1, [&] { launch(s); });
         // Where the last eager launch's time went (CTA 0's view: each phase up to its barrier).
         const auto st = download(L.stamps, BARRIERS + 2);
         char phases[256];
@@ -842,7 +850,6 @@ int main(int argc, char **argv) {
         // each launch's barrier base is fixed at capture, so the counter is reset by a memset node.
         cudaGraph_t gr;
         cudaGraphExec_t ge;
-        const unsigned int saved = launches;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
         CK(cudaMemsetAsync(barrier, 0, 4, s));
         launches = 0;
@@ -851,27 +858,17 @@ int main(int argc, char **argv) {
         CK(cudaGraphInstantiate(&ge, gr, 0));
         CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
-        std::vector<float> gper;
-        for (int rep = 0; rep < 5; ++rep) {
-            CK(cudaEventRecord(a, s));
-            for (int i = 0; i < reps / 7 + 1; ++i) CK(cudaGraphLaunch(ge, s));
-            CK(cudaEventRecord(b, s));
-            CK(cudaEventSynchronize(b));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, a, b));
-            gper.push_back(ms * 1000.f / float(7 * (reps / 7 + 1)));
-        }
-        std::sort(gper.begin(), gper.end());
+        const float graph_us = median_us(s, reps / 7 + 1, 7, [&] { CK(cudaGraphLaunch(ge, s)); });
         // The counter restarts from 0 in the graph: continue the eager launches after it.
         CK(cudaMemset(barrier, 0, 4));
         launches = 0;
-        (void)saved;
         CK(cudaGetLastError());
         printf("| %d | %.2e / %.2e / %.2e / %.2e %s | %d/%d | %.2f | %.2f | %s |\n", W, e_feat, e_log, e_st, e_win,
-               pass ? "ok" : "FAIL", top_ok, top_n, per[2], gper[2], phases);
+               pass ? "ok" : "FAIL", top_ok, top_n, eager_us, graph_us, phases);
         fflush(stdout);
         CK(cudaGraphExecDestroy(ge));
         CK(cudaGraphDestroy(gr));
+        CK(cudaStreamDestroy(s));
     }
     {
         // The floor: launches of the barriers alone, timed as the levels are.
@@ -888,22 +885,10 @@ int main(int argc, char **argv) {
             CK(cudaLaunchCooperativeKernel((void *)barriers_only_kernel, dim3(grid), dim3(THREADS), args, 0, s));
         };
         for (int i = 0; i < 20; ++i) launch();
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        std::vector<float> per;
-        for (int rep = 0; rep < 5; ++rep) {
-            CK(cudaEventRecord(a, s));
-            for (int i = 0; i < reps; ++i) launch();
-            CK(cudaEventRecord(b, s));
-            CK(cudaEventSynchronize(b));
-            float ms = 0;
-            CK(cudaEventElapsedTime(&ms, a, b));
-            per.push_back(ms * 1000.f / float(reps));
-        }
-        std::sort(per.begin(), per.end());
+        const float floor_us = median_us(s, reps, 1, launch);
         printf("floor: a cooperative launch of %d grid barriers and no work, %d CTAs: %.2f us (median of 5 x %d)\n",
-               BARRIERS, grid, per[2], reps);
+               BARRIERS, grid, floor_us, reps);
+        CK(cudaStreamDestroy(s));
     }
     printf(ok ? "all checks passed\n" : "FAIL: a check failed\n");
     return ok ? 0 : 1;
