@@ -21,6 +21,14 @@ void check_top_tokens(const TopTokens &top, int32_t vocab) {
             " candidates of ", vocab, ")");
 }
 
+void check_fixed_width_draft(const FixedWidthDraft &d, int32_t vocab) {
+    require(d.levels >= 1 && d.root_ids && d.root_logp && d.root_feature && d.counts && d.tokens && d.parents &&
+                d.ids && d.logp && d.n_candidates >= 0 && d.n_candidates <= vocab && d.catch_up_rows >= 0 &&
+                (d.catch_up_rows == 0 || (d.catch_up_tokens && d.catch_up_features)),
+            SPECLA_ERR_INTERNAL, "draft_fixed_width: bad request (width ", d.width, ", ", d.levels, " levels, ",
+            d.n_candidates, " candidates of ", vocab, ", ", d.catch_up_rows, " catch-up rows)");
+}
+
 void Backend::draft_fixed_width(SequenceState &, const FixedWidthDraft &) {
     fail(SPECLA_ERR_UNSUPPORTED, "fixed-width drafting in one call is not available on this backend");
 }

@@ -155,6 +155,10 @@ struct FixedWidthDraft {
     int32_t *ids = nullptr;      // [levels][width][width]
     float *logp = nullptr;       // [levels][width][width]
 };
+// A backend's check of a FixedWidthDraft's request as such (levels, the buffers, the candidate
+// and catch-up counts; width and state sizes are each backend's own): an engine caller's mistake,
+// SPECLA_ERR_INTERNAL.
+void check_fixed_width_draft(const FixedWidthDraft &draft, int32_t vocab);
 
 // Bytes one session's state holds on its backend: every buffer it owns, as allocated (HostVec
 // capacities; arena allocations rounded as the arena rounds them; pinned staging as requested).

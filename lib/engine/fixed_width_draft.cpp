@@ -87,11 +87,9 @@ struct DraftedLevels {
 void draft_fixed_width_by_passes(Backend &backend, SequenceState &state, const FixedWidthDraft &d) {
     const ModelConfig &c = backend.config();
     const int32_t W = d.width, m = d.catch_up_rows;
-    require(W >= 1 && W <= kMaxTopTokens && d.levels >= 1 && d.root_ids && d.root_logp && d.root_feature &&
-                d.counts && d.tokens && d.parents && d.ids && d.logp && d.n_candidates >= 0 &&
-                d.n_candidates <= c.vocab_size && m >= 0 && (m == 0 || (d.catch_up_tokens && d.catch_up_features)),
-            SPECLA_ERR_INTERNAL, "draft_fixed_width: bad request (width ", W, ", ", d.levels, " levels, ", m,
-            " catch-up rows)");
+    require(W >= 1 && W <= kMaxTopTokens, SPECLA_ERR_INTERNAL, "draft_fixed_width: width ", W, " (1..",
+            kMaxTopTokens, ")");
+    check_fixed_width_draft(d, c.vocab_size);
     const size_t D = size_t(c.hidden_size), w = size_t(W);
     TopTokens top;
     top.k = W;

@@ -205,12 +205,10 @@ void CudaBackend::draft_fixed_width(SequenceState &state, const FixedWidthDraft 
             "fixed-width drafting in one call needs a one-layer drafter model and width^2 <= ",
             kern::kBeamMaxCandidates, " (width ", d.width, ")");
     const int32_t W = d.width, m = d.catch_up_rows;
-    require(d.levels >= 1 && W <= st.factor_rows && W <= st.capacity && d.root_ids && d.root_logp && d.root_feature &&
-                d.counts && d.tokens && d.parents && d.ids && d.logp && d.n_candidates >= 0 &&
-                d.n_candidates <= config_.vocab_size && m >= 0 && m <= st.capacity &&
-                (m == 0 || (d.catch_up_tokens && d.catch_up_features)),
-            SPECLA_ERR_INTERNAL, "draft_fixed_width: bad request (width ", W, ", ", d.levels, " levels, ", m,
-            " catch-up rows, state of ", st.factor_rows, " tree rows and ", st.capacity, " block rows)");
+    check_fixed_width_draft(d, config_.vocab_size);
+    require(W <= st.factor_rows && W <= st.capacity && m <= st.capacity, SPECLA_ERR_INTERNAL,
+            "draft_fixed_width: width ", W, " and ", m, " catch-up rows do not fit a state of ", st.factor_rows,
+            " tree rows and ", st.capacity, " block rows");
     DeviceGuard g(device_);
     ensure_draft_buffers(st, W, d.levels);
     // The previous call's copies out of the pinned mirrors are done (every call synchronises).
