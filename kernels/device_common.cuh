@@ -144,6 +144,18 @@ __device__ __forceinline__ float group_sum(float v) {
     for (int o = WIDTH / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o, WIDTH);
     return v;
 }
+// Two independent group sums with their shuffles interleaved: each value meets exactly
+// group_sum's additions in the same order (the same bits), in about the latency of one.
+template <int WIDTH>
+__device__ __forceinline__ void group_sum2(float &a, float &b) {
+#pragma unroll
+    for (int o = WIDTH / 2; o > 0; o >>= 1) {
+        const float pa = __shfl_xor_sync(0xffffffffu, a, o, WIDTH);
+        const float pb = __shfl_xor_sync(0xffffffffu, b, o, WIDTH);
+        a += pa;
+        b += pb;
+    }
+}
 // The RMS norm's factor 1 / sqrt(mean square + eps) of n values whose squares sum to sum_sq: one
 // formula for every norm kernel (standalone norms, the GEMV prologues, the persistent step).
 __device__ __forceinline__ float rms_scale(float sum_sq, int64_t n, float eps) {

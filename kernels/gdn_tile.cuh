@@ -26,28 +26,44 @@ __device__ __forceinline__ void gdn_tile_normalize(float (&qr)[KPT], float (&kr)
     for (int e = 0; e < KPT; ++e) qr[e] *= qi, kr[e] *= ki;
 }
 
-// The state part of a token, q and k as the recurrence reads them, decay = exp(g):
-// S <- decay S;  u = beta (v_j - S^T k);  S <- S + k u;  returns o_j = S^T q, u in *u_out.
-// Only S^T k and the update are on the path to the next token; S^T q is not.
-template <int KPT, int TPC>
-__device__ __forceinline__ float gdn_tile_update(float (&S)[KPT], const float (&qr)[KPT], const float (&kr)[KPT],
-                                                 float vj, float decay, float beta, float *u_out) {
+// The two halves of a token's state update, so that a chain can overlap one token's output
+// reduction with the next token's S^T k (tree_chain_kernel); gdn_tile_update composes them.
+// First half: S <- decay S; returns this lane's share of S^T k (e order).
+template <int KPT>
+__device__ __forceinline__ float gdn_tile_decay_kv(float (&S)[KPT], const float (&kr)[KPT], float decay) {
     float kv = 0.f;
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
         S[e] *= decay;
         kv = fmaf(S[e], kr[e], kv);
     }
-    kv = group_sum<TPC>(kv);
-    const float u = beta * (vj - kv);
+    return kv;
+}
+// Second half, given the residual u: S <- S + k u; returns this lane's share of S^T q (e order).
+template <int KPT>
+__device__ __forceinline__ float gdn_tile_add_ku(float (&S)[KPT], const float (&qr)[KPT], const float (&kr)[KPT],
+                                                 float u) {
     float ov = 0.f;
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
         S[e] = fmaf(kr[e], u, S[e]);
         ov = fmaf(S[e], qr[e], ov);
     }
+    return ov;
+}
+// The residual of column j from the group's S^T k.
+__device__ __forceinline__ float gdn_residual(float beta, float vj, float kv) { return beta * (vj - kv); }
+
+// The state part of a token, q and k as the recurrence reads them, decay = exp(g):
+// S <- decay S;  u = beta (v_j - S^T k);  S <- S + k u;  returns o_j = S^T q, u in *u_out.
+// Only S^T k and the update are on the path to the next token; S^T q is not.
+template <int KPT, int TPC>
+__device__ __forceinline__ float gdn_tile_update(float (&S)[KPT], const float (&qr)[KPT], const float (&kr)[KPT],
+                                                 float vj, float decay, float beta, float *u_out) {
+    const float kv = group_sum<TPC>(gdn_tile_decay_kv<KPT>(S, kr, decay));
+    const float u = gdn_residual(beta, vj, kv);
     *u_out = u;
-    return group_sum<TPC>(ov);
+    return group_sum<TPC>(gdn_tile_add_ku<KPT>(S, qr, kr, u));
 }
 
 // One token: S <- exp(g) S;  u = beta (v_j - S^T k);  S <- S + k u;  o_j = S^T q.  With
@@ -60,6 +76,16 @@ __device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT
     return gdn_tile_update<KPT, TPC>(S, qr, kr, vj, expf(gl), beta, u_out);
 }
 
+// One factor with this lane's entries of the normalised key already in registers (zero past K):
+// the operations of gdn_tile_apply below.
+template <int KPT>
+__device__ __forceinline__ void gdn_tile_apply_k(float (&S)[KPT], const float (&kr)[KPT], float u, float decay) {
+#pragma unroll
+    for (int e = 0; e < KPT; ++e) {
+        S[e] *= decay;
+        S[e] = fmaf(kr[e], u, S[e]);
+    }
+}
 // One stored factor applied to the tile (commit without replay): S <- exp(g) S + k u, with the
 // exact operations and order of gdn_tile_token's state update (decay, then one fma with the
 // normalised key), so that a committed path leaves the state bitwise equal to decoding it.
@@ -67,14 +93,13 @@ __device__ __forceinline__ float gdn_tile_token(float (&S)[KPT], float (&qr)[KPT
 template <int KPT, int TPC>
 __device__ __forceinline__ void gdn_tile_apply(float (&S)[KPT], const float *kp, int K, float u, float gl) {
     const int l = threadIdx.x % TPC;
-    const float decay = expf(gl);
+    float kr[KPT];
 #pragma unroll
     for (int e = 0; e < KPT; ++e) {
         const int i = e * TPC + l;
-        const float kv = i < K ? kp[i] : 0.f;
-        S[e] *= decay;
-        S[e] = fmaf(kv, u, S[e]);
+        kr[e] = i < K ? kp[i] : 0.f;
     }
+    gdn_tile_apply_k<KPT>(S, kr, u, expf(gl));
 }
 
 // The tile shape of every state-tile kernel (recurrent step, verification chains, WY, commit) for

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <mutex>
 
+#include "cp_async.cuh"
 #include "device_common.cuh"
 #include "gdn_tile.cuh"
 #include "gdn_verify.cuh"
@@ -89,25 +90,112 @@ __device__ __forceinline__ void tile_store(const float (&S)[KPT], float *state, 
 }
 
 // ---- hybrid: the chains of one wave --------------------------------------------------------------------------
-// Shared memory of a chain CTA: the chain's node list and snapshot slots, then one stage of node
-// inputs as the recurrence reads them (q and k normalised, the CTA's v columns, exp(g), beta).
-inline int64_t chain_stage_floats_per_node(int K, int cpb) { return 2 * int64_t(K) + cpb + 2; }
-
+// A chain CTA stages node inputs in shared memory (all loads in flight at once, cp.async), so that
+// the per-node loop is only the state update: q and k (normalised in place, off the state's
+// critical path), the CTA's v columns, exp(g) and beta. q and k are kept lane-major: lane l's KPT
+// entries (i = e*TPC + l) as KPT/4 float4 at (e/4)*TPC + l, so a lane reads its slice with KPT/4
+// conflict-free 16-byte loads instead of KPT scalar ones. A node takes KS = KPT*TPC floats per
+// vector (zero past K). Shared memory: `stage` nodes' inputs, then the chain's node list and
+// snapshot slots (max_len each). The same input area stages the pending factors of a deferred
+// commit first (chain_apply_pending).
 template <int KPT, int TPC>
-__global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurrenceParams p, const int stage) {
-    constexpr int CPB = kThreads / TPC;
+__host__ __device__ constexpr int64_t chain_stage_floats_per_node() {
+    return 2 * int64_t(KPT * TPC) + kThreads / TPC + 2;
+}
+// Pending factors per batch in the input area of `stage` nodes: a key, the CTA's residual columns,
+// the log decay and the node index each.
+template <int KPT, int TPC>
+__device__ __forceinline__ int chain_pending_batch(int stage) {
+    return int(stage * chain_stage_floats_per_node<KPT, TPC>() / (KPT * TPC + kThreads / TPC + 2));
+}
+
+// Lane-major position of entry i (= e*TPC + l) in a staged vector.
+template <int KPT, int TPC>
+__device__ __forceinline__ int stage_index(int i) {
+    const int e = i / TPC, l = i - e * TPC;
+    return (e >> 2) * (4 * TPC) + l * 4 + (e & 3);
+}
+template <int KPT, int TPC>
+__device__ __forceinline__ void stage_read(const float *v, int l, float (&r)[KPT]) {
+    static_assert(KPT % 4 == 0, "lane-major staging moves 4 entries at a time");
+    const float4 *v4 = reinterpret_cast<const float4 *>(v) + l;
+#pragma unroll
+    for (int c = 0; c < KPT / 4; ++c) {
+        const float4 a = v4[c * TPC];
+        r[4 * c] = a.x, r[4 * c + 1] = a.y, r[4 * c + 2] = a.z, r[4 * c + 3] = a.w;
+    }
+}
+template <int KPT, int TPC>
+__device__ __forceinline__ void stage_write(float *v, int l, const float (&r)[KPT]) {
+    float4 *v4 = reinterpret_cast<float4 *>(v) + l;
+#pragma unroll
+    for (int c = 0; c < KPT / 4; ++c) v4[c * TPC] = make_float4(r[4 * c], r[4 * c + 1], r[4 * c + 2], r[4 * c + 3]);
+}
+
+// The pending factors of a deferred commit applied to the tile of the chain that starts from the
+// committed state: gdn_tile_apply_pending's operations in its order (the same bits), but with the
+// factors' inputs staged batch by batch through `area`, every load of a batch in flight at once.
+// Here the factors are on the pass's critical path (after the grid-dependency wait), where the
+// decoding step applies them under the previous kernel's tail. Called by the whole CTA.
+template <int KPT, int TPC>
+__device__ void chain_apply_pending(float (&S)[KPT], const PendingFactors &pf, int np, int set, int H, int HV, int K,
+                                    int V, int h, int hv, int j0, float *area, int stage) {
+    constexpr int CPB = kThreads / TPC, KS = KPT * TPC;
+    const int tid = threadIdx.x, grp = tid / TPC, l = tid % TPC;
+    const int batch = chain_pending_batch<KPT, TPC>(stage);
+    const float *ks = set ? pf.k[1] : pf.k[0];
+    const float *gs = set ? pf.g[1] : pf.g[0];
+    float *s_key = area, *s_u = s_key + int64_t(batch) * KS, *s_g = s_u + batch * CPB;
+    int32_t *s_node = reinterpret_cast<int32_t *>(s_g + batch);
+    for (int b0 = 0; b0 < np; b0 += batch) {
+        const int nb = min(batch, np - b0);
+        __syncthreads();  // the area is free (the previous batch has been applied)
+        for (int t = tid; t < nb; t += kThreads) s_node[t] = pf.desc[2 + b0 + t];
+        __syncthreads();
+        for (int idx = tid; idx < nb * KS; idx += kThreads) {
+            const int t = idx / KS, i = idx - t * KS;
+            const bool ok = i < K;
+            cp_async4(s_key + t * KS + stage_index<KPT, TPC>(i), ks + (int64_t(s_node[t]) * H + h) * K + (ok ? i : 0), ok);
+        }
+        for (int idx = tid; idx < nb * CPB; idx += kThreads) {
+            const int t = idx / CPB, cc = idx - t * CPB;
+            const bool ok = j0 + cc < V;
+            cp_async4(s_u + idx, pf.u + (int64_t(s_node[t]) * HV + hv) * V + (ok ? j0 + cc : 0), ok);
+        }
+        for (int t = tid; t < nb; t += kThreads) cp_async4(s_g + t, gs + int64_t(s_node[t]) * HV + hv, true);
+        cp_async_wait_all();
+        __syncthreads();
+        for (int t = 0; t < nb; ++t) {
+            float kr[KPT];
+            stage_read<KPT, TPC>(s_key + t * KS, l, kr);
+            gdn_tile_apply_k<KPT>(S, kr, s_u[t * CPB + grp], expf(s_g[t]));
+        }
+    }
+    __syncthreads();  // the area is free for the nodes' inputs
+}
+
+// Four CTAs per SM (at most 64 registers) where the tile is 8 entries a lane: GDN-1.3B's 512 chain
+// CTAs of a layer then run in one wave, as before the staging's prefetch registers (80 without the
+// bound, 3 CTAs per SM); with 16 entries a lane the bound would spill.
+template <int KPT, int TPC>
+__global__ void __launch_bounds__(kThreads, KPT <= 8 ? 4 : 1) tree_chain_kernel(const TreeRecurrenceParams p, const int stage) {
+    constexpr int CPB = kThreads / TPC, KS = KPT * TPC;
     const int tid = threadIdx.x, grp = tid / TPC, l = tid % TPC;
     const int hv = blockIdx.y, j0 = blockIdx.x * CPB, j = j0 + grp;
     const int K = p.K, V = p.V, H = p.H, HV = p.HV;
     const int group = HV / H, h = hv / group;
     const bool col_ok = j < V;
     const int64_t KD = int64_t(H) * K, VD = int64_t(HV) * V, HVVK = VD * K;
-    extern __shared__ float chain_sm[];
-    int32_t *s_nodes = reinterpret_cast<int32_t *>(chain_sm), *s_slots = s_nodes + p.max_len;
-    float *s_q = chain_sm + 2 * p.max_len, *s_k = s_q + int64_t(stage) * K, *s_v = s_k + int64_t(stage) * K;
-    float *s_decay = s_v + stage * CPB, *s_beta = s_decay + stage;
+    extern __shared__ float4 chain_sm4[];
+    float *s_q = reinterpret_cast<float *>(chain_sm4), *s_k = s_q + int64_t(stage) * KS;
+    float *s_v = s_k + int64_t(stage) * KS, *s_decay = s_v + stage * CPB, *s_beta = s_decay + stage;
+    int32_t *s_nodes = reinterpret_cast<int32_t *>(s_beta + stage), *s_slots = s_nodes + p.max_len;
     pdl_wait();
     pdl_trigger();
+    // The pending factors' count and key set, loaded beside the wave's tables (used by the chain
+    // that starts from the committed state).
+    const int np = p.pending.desc ? p.pending.desc[0] : 0;
+    const int pset = p.pending.desc ? p.pending.desc[1] : 0;
     if (int(blockIdx.z) >= p.wave_info[2 * p.wave + 1]) return;  // a slot beyond this tree's wave
     const int c = p.wave_info[2 * p.wave] + int(blockIdx.z);
     const int first = p.chain_info[3 * c], len = p.chain_info[3 * c + 1], start = p.chain_info[3 * c + 2];
@@ -116,75 +204,97 @@ __global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurren
         s_nodes[i] = v;
         s_slots[i] = p.snap_slot[v];
     }
-    __syncthreads();
 
     float S[KPT];
     tile_load<KPT, TPC>(S, start < 0 ? p.state : p.snaps + int64_t(start) * HVVK, K, V, hv, j, col_ok);
-    if (start < 0) {
-        // The only chain of this launch that starts from the committed state (the host applies
-        // the pending factors separately when several do): apply them and write the tile back.
-        if (gdn_tile_apply_pending<KPT, TPC>(S, p.pending, H, HV, K, V, h, hv, j, col_ok) > 0)
-            tile_store<KPT, TPC>(S, p.state, K, V, hv, j, col_ok);
+    // The only chain of this launch that starts from the committed state (the host applies the
+    // pending factors separately when several do) applies them and writes the tile back.
+    if (start < 0 && np > 0) {
+        chain_apply_pending<KPT, TPC>(S, p.pending, np, pset, H, HV, K, V, h, hv, j0, s_q, stage);
+        tile_store<KPT, TPC>(S, p.state, K, V, hv, j, col_ok);
+    } else {
+        __syncthreads();  // the node list
     }
     const bool write_k = blockIdx.x == 0 && grp == 0 && hv % group == 0;
+    const int64_t col = int64_t(hv) * V + j;  // this group's column in o and u rows
     for (int base = 0; base < len; base += stage) {
         const int m = min(stage, len - base);
         // Stage the inputs of m nodes: none depends on the state, so all loads are in flight at
-        // once and the normalisation of every node runs here, off the state's critical path, with
-        // the decoding step's lane layout and reductions (gdn_tile_normalize): the per-node loop
-        // below is then only the state update, bitwise the decoding step's.
+        // once, and the normalisation of every node runs here, off the state's critical path, with
+        // the decoding step's lane layout and reductions (gdn_tile_normalize).
         if (base > 0) __syncthreads();  // the previous stage has been read
-        for (int idx = tid; idx < m * K; idx += blockDim.x) {
-            const int t = idx / K, i = idx - t * K;
-            const float *row = p.act + int64_t(s_nodes[base + t]) * p.act_ld + int64_t(h) * K;
-            s_q[idx] = row[i];
-            s_k[idx] = row[KD + i];
+        for (int idx = tid; idx < m * KS; idx += kThreads) {
+            const int t = idx / KS, i = idx - t * KS;
+            const bool ok = i < K;
+            const float *row = p.act + int64_t(s_nodes[base + t]) * p.act_ld + int64_t(h) * K + (ok ? i : 0);
+            const int d = t * KS + stage_index<KPT, TPC>(i);
+            cp_async4(s_q + d, row, ok);
+            cp_async4(s_k + d, row + KD, ok);
         }
-        for (int idx = tid; idx < m * CPB; idx += blockDim.x) {
+        for (int idx = tid; idx < m * CPB; idx += kThreads) {
             const int t = idx / CPB, cc = idx - t * CPB;
-            const int64_t node = s_nodes[base + t];
-            s_v[idx] = j0 + cc < V ? p.act[node * p.act_ld + 2 * KD + int64_t(hv) * V + j0 + cc] : 0.f;
+            const bool ok = j0 + cc < V;
+            cp_async4(s_v + idx, p.act + int64_t(s_nodes[base + t]) * p.act_ld + 2 * KD + int64_t(hv) * V + (ok ? j0 + cc : 0),
+                      ok);
         }
-        for (int t = tid; t < m; t += blockDim.x) {
+        for (int t = tid; t < m; t += kThreads) {
             const int64_t node = s_nodes[base + t];
-            s_decay[t] = expf(p.g[node * HV + hv]);
-            s_beta[t] = p.beta[node * HV + hv];
+            cp_async4(s_decay + t, p.g + node * HV + hv, true);
+            cp_async4(s_beta + t, p.beta + node * HV + hv, true);
         }
+        cp_async_wait_all();
         __syncthreads();
+        for (int t = tid; t < m; t += kThreads) s_decay[t] = expf(s_decay[t]);
         // One group per node (uniform trip count: the groups of a warp shuffle together).
         for (int t0 = 0; t0 < m; t0 += CPB) {
             const int t = t0 + grp;
             float qr[KPT], kr[KPT];
+            if (t < m) {
+                stage_read<KPT, TPC>(s_q + t * KS, l, qr);
+                stage_read<KPT, TPC>(s_k + t * KS, l, kr);
+            } else {
 #pragma unroll
-            for (int e = 0; e < KPT; ++e) {
-                const int i = e * TPC + l;
-                qr[e] = t < m && i < K ? s_q[int64_t(t) * K + i] : 0.f;
-                kr[e] = t < m && i < K ? s_k[int64_t(t) * K + i] : 0.f;
+                for (int e = 0; e < KPT; ++e) qr[e] = 0.f, kr[e] = 0.f;
             }
             gdn_tile_normalize<KPT, TPC>(qr, kr, p.q_scale);
-#pragma unroll
-            for (int e = 0; e < KPT; ++e) {
-                const int i = e * TPC + l;
-                if (t < m && i < K) s_q[int64_t(t) * K + i] = qr[e], s_k[int64_t(t) * K + i] = kr[e];
+            if (t < m) {
+                stage_write<KPT, TPC>(s_q + t * KS, l, qr);
+                stage_write<KPT, TPC>(s_k + t * KS, l, kr);
             }
         }
         __syncthreads();
 
+        // The nodes in order. Node t's inputs are read while node t-1 is updated, and node t-1's
+        // output reduction (S^T q) shares its shuffles with node t's S^T k (group_sum2): the
+        // output reduction is off the state's critical path, its value and bits unchanged.
+        float qn[KPT], kn[KPT];
+        stage_read<KPT, TPC>(s_q, l, qn);
+        stage_read<KPT, TPC>(s_k, l, kn);
+        float vn = s_v[grp], dn = s_decay[0], bn = s_beta[0];
+        float ov = 0.f;        // the previous node's share of S^T q, reduced with this node's S^T k
+        int64_t o_node = -1;   // that node
         for (int t = 0; t < m; ++t) {
-            const int64_t node = s_nodes[base + t];
             float qr[KPT], kr[KPT];
 #pragma unroll
-            for (int e = 0; e < KPT; ++e) {
-                const int i = e * TPC + l;
-                qr[e] = i < K ? s_q[int64_t(t) * K + i] : 0.f;
-                kr[e] = i < K ? s_k[int64_t(t) * K + i] : 0.f;
+            for (int e = 0; e < KPT; ++e) qr[e] = qn[e], kr[e] = kn[e];
+            const float vj = vn, decay = dn, beta = bn;
+            if (t + 1 < m) {
+                stage_read<KPT, TPC>(s_q + (t + 1) * KS, l, qn);
+                stage_read<KPT, TPC>(s_k + (t + 1) * KS, l, kn);
+                vn = s_v[(t + 1) * CPB + grp], dn = s_decay[t + 1], bn = s_beta[t + 1];
             }
-            float u;
-            const float ov = gdn_tile_update<KPT, TPC>(S, qr, kr, s_v[t * CPB + grp], s_decay[t], s_beta[t], &u);
-            if (l == 0 && col_ok) {
-                p.o[node * VD + int64_t(hv) * V + j] = ov;
-                p.u_out[node * VD + int64_t(hv) * V + j] = u;
+            const int64_t node = s_nodes[base + t];
+            float kv = gdn_tile_decay_kv<KPT>(S, kr, decay);
+            if (t > 0) {
+                group_sum2<TPC>(kv, ov);
+                if (l == 0 && col_ok) p.o[o_node * VD + col] = ov;
+            } else {
+                kv = group_sum<TPC>(kv);
             }
+            const float u = gdn_residual(beta, vj, kv);
+            ov = gdn_tile_add_ku<KPT>(S, qr, kr, u);
+            o_node = node;
+            if (l == 0 && col_ok) p.u_out[node * VD + col] = u;
             if (write_k) {
 #pragma unroll
                 for (int e = 0; e < KPT; ++e) {
@@ -195,6 +305,8 @@ __global__ void __launch_bounds__(kThreads) tree_chain_kernel(const TreeRecurren
             const int slot = s_slots[base + t];
             if (slot >= 0) tile_store<KPT, TPC>(S, p.snaps + int64_t(slot) * HVVK, K, V, hv, j, col_ok);
         }
+        ov = group_sum<TPC>(ov);
+        if (l == 0 && col_ok) p.o[o_node * VD + col] = ov;
     }
 }
 
@@ -370,12 +482,15 @@ cudaError_t launch_tree_chains(const TreeRecurrenceParams &p, const LaunchCtx &c
         constexpr int KPT = decltype(s)::KPT, TPC = decltype(s)::TPC;
         constexpr int CPB = kThreads / TPC;
         // Nodes staged at a time: as many as fit beside the node list in the default 48 KiB, at
-        // most 32 (23 at GDN-1.3B's K = 256, 32 at K = 128); longer chains take several stages.
-        const int64_t per_node = chain_stage_floats_per_node(p.K, CPB) * 4;
+        // most 32 (23 at GDN-1.3B's K = 256, 32 at K = 128); longer chains take several stages. At
+        // least 8 where they fit even for shorter chains: the same area stages the pending factors
+        // of a deferred commit, about twice as many a batch.
+        const int64_t per_node = chain_stage_floats_per_node<KPT, TPC>() * 4;
         const int64_t room = int64_t(48 << 10) - int64_t(2 * p.max_len) * 4;
         if (room < per_node) return cudaErrorInvalidValue;
-        const int stage = int(std::min<int64_t>(std::max(p.max_len, 1), std::min<int64_t>(room / per_node, 32)));
-        const size_t smem = size_t(2 * p.max_len) * 4 + size_t(stage) * size_t(per_node);
+        const int64_t want = std::max<int64_t>(p.max_len, 8);
+        const int stage = int(std::min<int64_t>(want, std::min<int64_t>(room / per_node, 32)));
+        const size_t smem = size_t(stage) * size_t(per_node) + size_t(2 * p.max_len) * 4;
         const dim3 grid(ceil_div(p.V, CPB), p.HV, p.chain_slots);
         return launch_kernel(tree_chain_kernel<KPT, TPC>, grid, dim3(kThreads), smem, ctx, p, stage);
     });

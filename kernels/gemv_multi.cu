@@ -16,6 +16,7 @@
 #include <mutex>
 #include <tuple>
 
+#include "cp_async.cuh"
 #include "device_common.cuh"
 #include "gemv_multi.cuh"
 #include "gemv_rows.cuh"
@@ -48,18 +49,6 @@ __device__ __forceinline__ void xreduce(float (&v)[32], int lane, int &k) {
             xreduce<1, O / 2>(v, lane, k);
         }
     }
-}
-
-__device__ __forceinline__ void cp_async16(uint4 *smem, const uint4 *gmem, bool pred) {
-    const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    const int bytes = pred ? 16 : 0;  // 0: the 16 bytes are zero-filled, nothing is read
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem), "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // Ring slot layout: [slot][i][s][T] 16-byte chunks (a warp's chunks are contiguous).
