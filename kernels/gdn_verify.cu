@@ -174,9 +174,11 @@ __device__ void chain_apply_pending(float (&S)[KPT], const PendingFactors &pf, i
     __syncthreads();  // the area is free for the nodes' inputs
 }
 
-// Four CTAs per SM (at most 64 registers) where the tile is 8 entries a lane: GDN-1.3B's 512 chain
-// CTAs of a layer then run in one wave, as before the staging's prefetch registers (80 without the
-// bound, 3 CTAs per SM); with 16 entries a lane the bound would spill.
+// At most 64 registers (four CTAs per SM) where the tile is 8 entries a lane: measured, not derived.
+// Unbounded, the staging's prefetch took the instance to 80 registers; bounded (4 bytes of spill,
+// outside the node loop), GDN-1.3B's chain costs ~0.74 instead of ~0.9 us per node and layer
+// (bench/journal/2026-12-07-chain-kernel-staging.md). Its 256 CTAs fit one wave either way, so the
+// gain is in the generated code, not the occupancy. With 16 entries a lane the bound would spill.
 template <int KPT, int TPC>
 __global__ void __launch_bounds__(kThreads, KPT <= 8 ? 4 : 1) tree_chain_kernel(const TreeRecurrenceParams p, const int stage) {
     constexpr int CPB = kThreads / TPC, KS = KPT * TPC;
